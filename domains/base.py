@@ -1,0 +1,97 @@
+"""What every domain provides. Domains are trusted code; harnesses never import them."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harnesses.contract import Call
+from whale.types import SPLITS, Example, Verdict
+
+
+@dataclass
+class Observation:
+    """What the environment returns for a tool call. ``data`` is shown to the harness."""
+
+    data: dict
+    done: bool = False
+
+
+class Environment:
+    """One episode's world: tools, state, and the final state the verifier reads."""
+
+    def reset(self) -> dict:
+        raise NotImplementedError
+
+    def step(self, call: Call) -> Observation:
+        raise NotImplementedError
+
+    def final_state(self) -> dict:
+        """Trusted facts about the episode for the verifier (moves played, tool results)."""
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class Domain:
+    """A problem family: splits of examples, an environment per example, a binary verifier."""
+
+    name: str = ""
+
+    def __init__(self, data_dir: str | Path = "data"):
+        self.data_dir = Path(data_dir) / self.name
+
+    def examples(self, split: str) -> list[Example]:
+        """The split written by this domain's generator (``data/<domain>/<split>.jsonl``)."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; splits are {SPLITS}")
+        path = self.data_dir / f"{split}.jsonl"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `whale prepare --domain {self.name}`")
+        return read_examples(path, split)
+
+    def generate(self, sizes: dict[str, int], seed: int) -> dict[str, list[Example]]:
+        """Deterministic synthetic splits, disjoint by construction (sizes keyed by split)."""
+        raise NotImplementedError
+
+    def prepare(self, sizes: dict[str, int], seed: int) -> None:
+        """Generate the splits and write them to ``data/<domain>/<split>.jsonl``."""
+        for split, examples in self.generate(sizes, seed).items():
+            write_examples(self.data_dir / f"{split}.jsonl", examples)
+
+    def environment(self, example: Example) -> Environment:
+        raise NotImplementedError
+
+    def verify(self, example: Example, messages: list[dict], state: dict) -> Verdict:
+        raise NotImplementedError
+
+
+def last_assistant(messages: list[dict]) -> str:
+    """The content of the last assistant message ('' when the model never spoke)."""
+    for m in reversed(messages):
+        if m["role"] == "assistant":
+            return m["content"]
+    return ""
+
+
+def write_examples(path: Path, examples: list[Example]) -> None:
+    """Write a split atomically: a crash never leaves half a file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w") as f:
+        for ex in examples:
+            f.write(json.dumps({"id": ex.id, "public": ex.public, "gold": ex.gold}, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def read_examples(path: Path, split: str) -> list[Example]:
+    out = []
+    with path.open() as f:
+        for line_no, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                out.append(Example(id=str(row["id"]), split=split, public=row["public"], gold=row["gold"]))
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{line_no}: bad example row ({e})") from None
+    return out

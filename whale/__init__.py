@@ -1,0 +1,1 @@
+"""WHALE: weight-harness alternating learning. Shared machinery (no Prefect imports here)."""

@@ -1,0 +1,120 @@
+"""The DuckDB store of a run: rollouts, harnesses, scores, training steps, phase decisions.
+
+One file per run (``runs/<run_id>/rollouts.duckdb``) and one writer: the orchestrating process.
+Readers (the proposer's SQL tool, ``whale sql``, reports) open read-only connections.
+Bulk inserts go through Arrow; ``executemany`` is two thousand times slower.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from whale.types import Rollout
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, domain VARCHAR, condition VARCHAR, params JSON,
+    started_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS rollouts (
+    run_id VARCHAR, cycle INTEGER, phase VARCHAR, step INTEGER, split VARCHAR,
+    example_id VARCHAR, sample_idx INTEGER, harness_id VARCHAR, weights_id VARCHAR, seed BIGINT,
+    reward DOUBLE, formatted BOOLEAN, verdict JSON, turns INTEGER, tokens_in INTEGER,
+    tokens_out INTEGER, stop_reason VARCHAR, error VARCHAR, messages JSON,
+    token_ids INTEGER[], mask UTINYINT[], latency_s DOUBLE,
+    PRIMARY KEY (run_id, cycle, phase, step, split, example_id, sample_idx, harness_id, weights_id));
+CREATE TABLE IF NOT EXISTS harnesses (
+    harness_id VARCHAR PRIMARY KEY, domain VARCHAR, path VARCHAR, parents VARCHAR[],
+    origin VARCHAR, hypothesis VARCHAR, axis VARCHAR, components VARCHAR[],
+    status VARCHAR, error VARCHAR, cycle INTEGER, iteration INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS scores (
+    run_id VARCHAR, harness_id VARCHAR, weights_id VARCHAR, split VARCHAR, cycle INTEGER,
+    iteration INTEGER, n INTEGER, mean_reward DOUBLE, format_rate DOUBLE,
+    truncation_rate DOUBLE, error_rate DOUBLE, mean_turns DOUBLE,
+    PRIMARY KEY (run_id, harness_id, weights_id, split, cycle, iteration));
+CREATE TABLE IF NOT EXISTS train_steps (
+    run_id VARCHAR, cycle INTEGER, step INTEGER, weights_before VARCHAR, weights_after VARCHAR,
+    reward_mean DOUBLE, accepted INTEGER, total INTEGER, loss DOUBLE, tokens INTEGER,
+    wall_s DOUBLE, skipped BOOLEAN, PRIMARY KEY (run_id, step));
+CREATE TABLE IF NOT EXISTS phases (
+    run_id VARCHAR, cycle INTEGER, phase VARCHAR, first_step INTEGER, last_step INTEGER,
+    harness_id VARCHAR, weights_id VARCHAR, decision VARCHAR, reason VARCHAR,
+    completed_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (run_id, cycle, phase));
+CREATE TABLE IF NOT EXISTS evals (
+    run_id VARCHAR, cycle INTEGER, phase VARCHAR, harness_id VARCHAR, weights_id VARCHAR,
+    split VARCHAR, k INTEGER, n_examples INTEGER, mean_at_k DOUBLE, format_rate DOUBLE,
+    truncation_rate DOUBLE, rollouts INTEGER, cumulative_rollouts BIGINT,
+    PRIMARY KEY (run_id, cycle, phase, harness_id, weights_id, split));
+CREATE TABLE IF NOT EXISTS proposer_calls (
+    run_id VARCHAR, cycle INTEGER, iteration INTEGER, proposer VARCHAR, model VARCHAR,
+    input_tokens INTEGER, output_tokens INTEGER, cost_usd DOUBLE, fallback_reason VARCHAR,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE OR REPLACE VIEW ledger AS
+    SELECT run_id, cycle, phase, split, count(*) AS rollouts, sum(tokens_out) AS tokens_out
+    FROM rollouts GROUP BY ALL;
+"""
+
+_ROLLOUT_TYPES = {
+    "verdict": "json", "messages": "json",
+    "token_ids": pa.list_(pa.int32()), "mask": pa.list_(pa.uint8()),
+}
+
+
+class Store:
+    """The single writer of one run's DuckDB file."""
+
+    def __init__(self, path: str | Path, read_only: bool = False):
+        self.path = Path(path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(self.path), read_only=read_only)
+        if not read_only:
+            self.con.execute(SCHEMA)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def insert_rollouts(self, rollouts: list[Rollout]) -> int:
+        """Insert rollouts in one Arrow batch; rows already stored (same key) are skipped."""
+        if not rollouts:
+            return 0
+        rows = [asdict(r) for r in rollouts]
+        for r in rows:
+            r["verdict"] = json.dumps(r["verdict"])
+            r["messages"] = json.dumps(r["messages"])
+        return self.insert("rollouts", rows, types=_ROLLOUT_TYPES)
+
+    def insert(self, table: str, rows: list[dict], types: dict | None = None) -> int:
+        """Bulk insert ``rows`` (dicts keyed by column) through Arrow; duplicates are ignored."""
+        if not rows:
+            return 0
+        cols = list(rows[0])
+        arrays = {}
+        for c in cols:
+            values = [r[c] for r in rows]
+            t = (types or {}).get(c)
+            arrays[c] = pa.array(values, type=None if t in (None, "json") else t)
+        batch = pa.table(arrays)  # noqa: F841  (DuckDB reads the local variable by name)
+        before = self.count(table)
+        names = ", ".join(cols)
+        self.con.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {names} FROM batch")
+        return self.count(table) - before
+
+    def count(self, table: str) -> int:
+        return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def df(self, sql: str, params: list | None = None):
+        return self.con.execute(sql, params or []).df()
