@@ -1,0 +1,123 @@
+"""Exhaustive checks that make a puzzle's solution line forced.
+
+Three puzzle types, each decided by a complete search of the stated depth (no heuristics, no
+engine): ``mate1`` (exactly one mating move), ``mate2`` (exactly one first move after which every
+defence is answered by a mate, and no mate in one exists), ``win_piece`` (exactly one move wins
+material against every reply, two plies deep, and it captures an undefended piece).
+"""
+from __future__ import annotations
+
+import chess
+
+PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
+# The smallest worst-case material gain that counts as winning a piece (a knight or bishop).
+PIECE_GAIN = 3
+MATED = -1000
+
+
+def mating_moves(board: chess.Board) -> list[chess.Move]:
+    """Every legal move that checkmates at once (only checking moves can)."""
+    out = []
+    for move in board.legal_moves:
+        if board.gives_check(move):
+            board.push(move)
+            mate = board.is_checkmate()
+            board.pop()
+            if mate:
+                out.append(move)
+    return out
+
+
+def has_mate_in_1(board: chess.Board) -> bool:
+    for move in board.legal_moves:
+        if board.gives_check(move):
+            board.push(move)
+            mate = board.is_checkmate()
+            board.pop()
+            if mate:
+                return True
+    return False
+
+
+def every_defence_mated(board: chess.Board, move: chess.Move) -> bool:
+    """After ``move``, the opponent has at least one reply and each reply allows a mate in one."""
+    board.push(move)
+    try:
+        replies = list(board.legal_moves)
+        if not replies:  # checkmate is a mate in one, stalemate no mate at all
+            return False
+        for reply in replies:
+            board.push(reply)
+            answered = has_mate_in_1(board)
+            board.pop()
+            if not answered:
+                return False
+        return True
+    finally:
+        board.pop()
+
+
+def mate_in_2_moves(board: chess.Board) -> list[chess.Move]:
+    """First moves that force mate in two (moves that mate at once are not among them)."""
+    return [m for m in board.legal_moves if every_defence_mated(board, m)]
+
+
+def balance(board: chess.Board, color: chess.Color) -> int:
+    """Material of ``color`` minus the opponent's, in pawns."""
+    total = 0
+    for piece in board.piece_map().values():
+        value = PIECE_VALUES[piece.piece_type]
+        total += value if piece.color == color else -value
+    return total
+
+
+def worst_case_gain(board: chess.Board, move: chess.Move) -> int:
+    """Material the mover is up after ``move`` and the opponent's best reply (two plies).
+
+    A reply that checkmates the mover counts as ``MATED``; a stalemate counts as no gain.
+    """
+    color = board.turn
+    before = balance(board, color)
+    board.push(move)
+    try:
+        if board.is_checkmate():
+            return -MATED
+        worst = None
+        for reply in board.legal_moves:
+            board.push(reply)
+            gain = MATED if board.is_check() and board.is_checkmate() else balance(board, color) - before
+            board.pop()
+            worst = gain if worst is None else min(worst, gain)
+        return 0 if worst is None else worst
+    finally:
+        board.pop()
+
+
+def is_undefended_capture(board: chess.Board, move: chess.Move) -> bool:
+    """``move`` takes a knight, bishop, rook or queen that no opponent move can recapture."""
+    target = board.piece_at(move.to_square)
+    if target is None or target.color == board.turn or PIECE_VALUES[target.piece_type] < PIECE_GAIN:
+        return False
+    board.push(move)
+    try:
+        return not any(r.to_square == move.to_square for r in board.legal_moves)
+    finally:
+        board.pop()
+
+
+def winning_capture(board: chess.Board) -> chess.Move | None:
+    """The one move that wins a piece, or None when there is none or more than one winning move.
+
+    Winning means a worst-case gain of at least ``PIECE_GAIN`` over two plies; every other move
+    must gain nothing (worst case <= 0), so the reference move is the only material-winning one.
+    """
+    if not any(is_undefended_capture(board, m) for m in board.legal_moves if board.is_capture(m)):
+        return None
+    winner = None
+    for move in board.legal_moves:
+        gain = worst_case_gain(board, move)
+        if gain > 0:
+            if winner is not None or gain < PIECE_GAIN or not is_undefended_capture(board, move):
+                return None
+            winner = move
+    return winner

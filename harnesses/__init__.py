@@ -1,0 +1,1 @@
+"""Harnesses: the contract, the sandbox, the archive, proposers and seed harnesses (h0)."""

@@ -1,0 +1,1 @@
+"""Test helpers: the loopback Messages-API server."""

@@ -1,0 +1,61 @@
+"""The backend interface: batched generation of one assistant turn per request, token-exact."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FINISH = ("eos", "stop", "length")
+
+
+@dataclass
+class Sampling:
+    """Sampling of every rollout; set in params.yaml, never by a harness."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    @classmethod
+    def from_params(cls, params: dict) -> "Sampling":
+        return cls(**params["sampling"])
+
+
+@dataclass
+class GenRequest:
+    """Continue ``ids`` (the full context) for one assistant turn."""
+
+    ids: list[int]
+    max_new_tokens: int
+    seed: int
+    stop: list[str] = field(default_factory=list)
+    choices: list[str] | None = None
+
+
+@dataclass
+class GenResult:
+    """The generated token ids (eos included when the model produced it) and why it stopped."""
+
+    ids: list[int]
+    finish: str
+
+
+class Backend:
+    """Serves one set of weights. ``weights_id`` is the content hash of what is being served."""
+
+    tokenizer = None
+    weights_id: str = ""
+
+    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
+        raise NotImplementedError
+
+    def load(self, model_dir: str) -> str:
+        """Serve the checkpoint in ``model_dir``; return the served weights id."""
+        raise NotImplementedError
+
+    def check_serving(self, expected: str) -> None:
+        """Refuse to go on when the served weights are not the checkpoint we think they are."""
+        if self.weights_id != expected:
+            raise RuntimeError(f"backend serves weights {self.weights_id}, expected {expected}: stale weights")
+
+
+def stop_hit(text: str, stops: list[str]) -> bool:
+    return any(s in text for s in stops)

@@ -1,0 +1,130 @@
+"""In-process transformers backend: our own batched sampling loop over a KV cache.
+
+``model.generate`` cannot give every row its own stop strings, token limit, choice constraint
+and random stream in one batch; this loop can, and it drops finished rows from the cache so
+short turns do not pay for long ones.
+"""
+from __future__ import annotations
+
+import torch
+
+from whale.backends.base import Backend, GenRequest, GenResult, Sampling, stop_hit
+from whale.model import load_model, weights_id
+
+STOP_WINDOW = 24  # tokens decoded from the tail when looking for stop strings
+
+
+class ChoiceConstraint:
+    """Prefix-constrained decoding: the turn must spell one of ``choices`` then end (eos)."""
+
+    def __init__(self, tokenizer, choices: list[str], eos_id: int):
+        self.seqs = [tokenizer.encode(c, add_special_tokens=False) + [eos_id] for c in dict.fromkeys(choices)]
+
+    def allowed(self, generated: list[int]) -> list[int]:
+        n = len(generated)
+        return sorted({s[n] for s in self.seqs if len(s) > n and s[:n] == generated})
+
+
+class TransformersBackend(Backend):
+    def __init__(self, model_dir: str, dtype: str = "float32", max_batch: int = 32):
+        self.dtype, self.max_batch = dtype, max_batch
+        self.load(model_dir)
+
+    def load(self, model_dir: str) -> str:
+        self.model, self.tokenizer = load_model(model_dir, self.dtype)
+        self.eos_id = self.tokenizer.eos_token_id
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
+        self.weights_id = weights_id(model_dir)
+        self.model_dir = str(model_dir)
+        return self.weights_id
+
+    def set_model(self, model, model_dir: str) -> str:
+        """Serve an in-memory model (the trainer's) whose weights were just saved to ``model_dir``."""
+        self.model = model
+        self.weights_id = weights_id(model_dir)
+        self.model_dir = str(model_dir)
+        return self.weights_id
+
+    @torch.no_grad()
+    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
+        was_training = self.model.training
+        self.model.eval()
+        order = sorted(range(len(requests)), key=lambda i: len(requests[i].ids))
+        out: list[GenResult | None] = [None] * len(requests)
+        for start in range(0, len(order), self.max_batch):
+            chunk = order[start:start + self.max_batch]
+            for i, res in zip(chunk, self._batch([requests[i] for i in chunk], sampling)):
+                out[i] = res
+        if was_training:
+            self.model.train()
+        return out
+
+    def _batch(self, reqs: list[GenRequest], sampling: Sampling) -> list[GenResult]:
+        n, width = len(reqs), max(len(r.ids) for r in reqs)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((n, width), dtype=torch.long)
+        for i, r in enumerate(reqs):  # left padding keeps every row's last token in the last column
+            ids[i, width - len(r.ids):] = torch.tensor(r.ids)
+            attn[i, width - len(r.ids):] = 1
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        gens = [torch.Generator().manual_seed(r.seed) for r in reqs]
+        constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
+        generated: list[list[int]] = [[] for _ in reqs]
+        results: list[GenResult | None] = [None] * n
+        live = list(range(n))  # request index of each row still in the batch
+        last_pos = pos[:, -1]
+        while live:
+            nxt = [self._sample(logits[row], sampling, gens[i], constraints[i], generated[i]) for row, i in enumerate(live)]
+            keep = []
+            for row, (i, tok) in enumerate(zip(live, nxt)):
+                generated[i].append(tok)
+                finish = self._finish(reqs[i], generated[i], tok)
+                if finish:
+                    results[i] = GenResult(generated[i], finish)
+                else:
+                    keep.append(row)
+            if not keep:
+                break
+            if len(keep) < len(live):
+                sel = torch.tensor(keep)
+                cache.batch_select_indices(sel)
+                attn, last_pos = attn[sel], last_pos[sel]
+                nxt = [nxt[r] for r in keep]
+                live = [live[r] for r in keep]
+            attn = torch.cat([attn, torch.ones((len(live), 1), dtype=torch.long)], dim=1)
+            last_pos = last_pos + 1
+            out = self.model(input_ids=torch.tensor(nxt).unsqueeze(1), attention_mask=attn,
+                             position_ids=last_pos.unsqueeze(1), past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        return results
+
+    def _finish(self, req: GenRequest, generated: list[int], tok: int) -> str | None:
+        if tok == self.eos_id:
+            return "eos"
+        if req.stop and stop_hit(self.tokenizer.decode(generated[-STOP_WINDOW:]), req.stop):
+            return "stop"
+        if len(generated) >= req.max_new_tokens:
+            return "length"
+        return None
+
+    def _sample(self, logits, sampling: Sampling, gen, constraint, generated) -> int:
+        if constraint is not None:
+            allowed = constraint.allowed(generated)
+            masked = torch.full_like(logits, float("-inf"))
+            masked[allowed] = logits[allowed]
+            logits = masked
+        if sampling.temperature <= 0:
+            return int(logits.argmax())
+        logits = logits / sampling.temperature
+        if sampling.top_k and sampling.top_k > 0:
+            kth = torch.topk(logits, min(sampling.top_k, logits.numel())).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if sampling.top_p < 1.0:
+            sorted_p, idx = probs.sort(descending=True)
+            cut = sorted_p.cumsum(0) - sorted_p > sampling.top_p
+            sorted_p[cut] = 0.0
+            probs = torch.zeros_like(probs).scatter(0, idx, sorted_p)
+        return int(torch.multinomial(probs, 1, generator=gen))

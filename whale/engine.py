@@ -1,0 +1,196 @@
+"""The one rollout engine: many episodes of one harness at once, turn by turn.
+
+RSFT sampling, harness scoring and test evaluation all call ``run_rollouts``. Each turn, every
+live episode's context goes to the backend in one batch; the harness hooks of all episodes go to
+the sandbox worker in one batch; tool calls go to the trusted environments. Every rollout
+records the exact token ids the model saw and produced and a mask that is 1 only on tokens the
+model generated.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from harnesses.contract import Call, Finish, Prompt, from_wire
+from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
+from whale.backends.base import Backend, GenRequest, Sampling
+from whale.chat import ChatFormat
+from whale.types import Example, Rollout, RolloutContext
+
+
+def harness_id(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def rollout_seed(seed: int, example_id: str, sample_idx: int) -> int:
+    digest = hashlib.sha256(f"{seed}:{example_id}:{sample_idx}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+@dataclass
+class Episode:
+    example: Example
+    sample_idx: int
+    seed: int
+    env: object
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    prompt: Prompt | None = None
+    turns: int = 0
+    generated: int = 0
+    max_turns: int = 1
+    token_budget: int = 1
+    last_finish: str = ""
+    stop_reason: str | None = None
+    error: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    ended: float = 0.0
+
+    @property
+    def live(self) -> bool:
+        return self.stop_reason is None
+
+    def end(self, reason: str, error: str | None = None) -> None:
+        if self.live:
+            self.stop_reason, self.error, self.ended = reason, error, time.perf_counter()
+
+    def extend(self, ids: list[int], generated: bool) -> None:
+        self.ids += ids
+        self.mask += [int(generated)] * len(ids)
+
+
+class Engine:
+    """Runs episodes for a (backend, domain) pair; one instance per phase is enough."""
+
+    def __init__(self, backend: Backend, domain, sampling: Sampling, limits: Limits | None = None):
+        self.backend, self.domain, self.sampling = backend, domain, sampling
+        self.limits = limits or Limits()
+        self.chat = ChatFormat(backend.tokenizer)
+
+    def run(self, source: str, examples: list[Example], k: int, seed: int,
+            ctx: RolloutContext | None = None, progress: bool = True, desc: str = "rollouts") -> list[Rollout]:
+        ctx = ctx or RolloutContext()
+        episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None) for ex in examples for s in range(k)]
+        bar = tqdm(total=len(episodes), desc=desc, disable=not progress, leave=False)
+        try:
+            sandbox = HarnessSandbox(source, self.limits)
+        except SandboxError as e:
+            for ep in episodes:
+                ep.end("error", str(e))
+            bar.close()
+            return [self._record(ep, source, ctx) for ep in episodes]
+        try:
+            self._drive(sandbox, episodes, bar)
+        except SandboxError as e:  # the harness as a whole broke: every unfinished episode is an error
+            for ep in episodes:
+                ep.end("error", str(e))
+        finally:
+            sandbox.close()
+            bar.close()
+            for ep in episodes:
+                if ep.env is not None:
+                    ep.env.close()
+        return [self._record(ep, source, ctx) for ep in episodes]
+
+    def _drive(self, sandbox: HarnessSandbox, episodes: list[Episode], bar) -> None:
+        for ep in episodes:
+            ep.env = self.domain.environment(ep.example)
+        starts = sandbox.calls([(i, "start", ep.env.reset()) for i, ep in enumerate(episodes)])
+        for ep, (ok, payload) in zip(episodes, starts):
+            if ok:
+                ep.max_turns, ep.token_budget = payload.pop("max_turns"), payload.pop("token_budget")
+            self._apply(ep, ok, payload, first=True)
+        done = 0
+        while True:
+            live = [i for i, ep in enumerate(episodes) if ep.live]
+            bar.update(len(episodes) - len(live) - done)
+            done = len(episodes) - len(live)
+            if not live:
+                return
+            self._generate([episodes[i] for i in live])
+            acts = sandbox.calls([(i, "act", episodes[i].messages[-1]["content"]) for i in live if episodes[i].live])
+            observe = []
+            for i, (ok, payload) in zip([i for i in live if episodes[i].live], acts):
+                obs = self._apply(episodes[i], ok, payload)
+                if obs is not None:
+                    observe.append((i, "observe", obs))
+            for (i, _, _), (ok, payload) in zip(observe, sandbox.calls(observe)):
+                self._apply(episodes[i], ok, payload)
+
+    def _generate(self, eps: list[Episode]) -> None:
+        requests = []
+        for ep in eps:
+            p = ep.prompt
+            limit = min(p.max_new_tokens, ep.token_budget - ep.generated)
+            if p.choices:  # a choice must fit whole, whatever the harness asked for
+                limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
+            requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices))
+        for ep, res in zip(eps, self.backend.generate(requests, self.sampling)):
+            ep.extend(res.ids, generated=True)
+            ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + self.chat.text(res.ids)})
+            ep.extend(self.chat.turn_end(res.ids), generated=False)
+            ep.turns += 1
+            ep.generated += len(res.ids)
+            ep.last_finish = res.finish
+
+    def _apply(self, ep: Episode, ok: bool, payload, first: bool = False):
+        """Apply one hook result; return an observation that still needs ``observe``."""
+        if not ok:
+            ep.end("error", f"harness hook raised:\n{payload}")
+            return None
+        try:
+            action = from_wire(payload)
+            if first and not isinstance(action, Prompt):
+                raise ValueError("start() must return a Prompt")
+        except (TypeError, ValueError) as e:
+            ep.end("error", f"harness broke the contract: {e}")
+            return None
+        if isinstance(action, Finish):
+            ep.end(self._answered_reason(ep))
+        elif isinstance(action, Call):
+            obs = ep.env.step(action)
+            if obs.done:
+                ep.end(self._answered_reason(ep))
+            else:
+                return obs.data
+        else:
+            self._queue(ep, action, first)
+        return None
+
+    def _queue(self, ep: Episode, prompt: Prompt, first: bool) -> None:
+        if ep.turns >= ep.max_turns:
+            ep.end("turn_cap")
+            return
+        if ep.generated >= ep.token_budget:
+            ep.end("truncated")
+            return
+        ep.messages += prompt.messages
+        ep.extend(self.chat.opening(prompt.messages) if first else self.chat.continuation(prompt.messages), False)
+        ep.extend(self.chat.encode(prompt.prefix), generated=False)
+        ep.prompt = prompt
+
+    @staticmethod
+    def _answered_reason(ep: Episode) -> str:
+        # A turn cut off by its token limit means the model never finished what it was saying.
+        return "truncated" if ep.last_finish == "length" else "answered"
+
+    def _record(self, ep: Episode, source: str, ctx: RolloutContext) -> Rollout:
+        if ep.live:
+            ep.end("error", "episode did not finish")
+        r = Rollout(
+            run_id=ctx.run_id, cycle=ctx.cycle, phase=ctx.phase, step=ctx.step, split=ep.example.split,
+            example_id=ep.example.id, sample_idx=ep.sample_idx, harness_id=harness_id(source),
+            weights_id=self.backend.weights_id, seed=ep.seed, turns=ep.turns,
+            tokens_in=len(ep.ids) - sum(ep.mask), tokens_out=sum(ep.mask), stop_reason=ep.stop_reason,
+            error=ep.error, messages=ep.messages, token_ids=ep.ids, mask=ep.mask,
+            latency_s=round(ep.ended - ep.started, 4),
+        )
+        if ep.stop_reason != "error":
+            state = ep.env.final_state() if ep.env is not None else {}
+            verdict = self.domain.verify(ep.example, ep.messages, state)
+            r.reward, r.formatted, r.verdict = float(verdict.reward), bool(verdict.formatted), verdict.details
+        return r
