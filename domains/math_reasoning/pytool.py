@@ -27,8 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from domains.math_reasoning.prelude import PRELUDE
-
+# The child's entry point, passed with -c: it installs the audit hook, then runs main.py.
+CHILD = Path(__file__).with_name("child.py").read_text(encoding="utf-8")
 CLONE_NEWNET = 0x40000000
 TRUNCATED = "\n[output truncated]"
 NO_OUTPUT = "[no output]"
@@ -57,6 +57,8 @@ def show_last_expression(source: str) -> str:
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
         return source
     node = tree.body[-1].value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+        return source  # already prints; left untouched so tracebacks quote the model's line
     data = source.encode("utf-8")
     lines = data.splitlines(keepends=True)
     # ast offsets are UTF-8 byte columns within 1-based lines.
@@ -101,7 +103,7 @@ def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: 
 
 def _run_child(work: Path, out, timeout_s: float, memory_mb: int, fsize: int) -> tuple[int, bool]:
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-X", "utf8", "-u", "-c", PRELUDE],
+        [sys.executable, "-I", "-S", "-X", "utf8", "-u", "-c", CHILD],
         cwd=work, env={"HOME": str(work), "LC_ALL": "C.UTF-8"},
         stdin=subprocess.DEVNULL, stdout=out, stderr=out,
         start_new_session=True,
@@ -150,6 +152,8 @@ def _render(raw: str, returncode: int, timed_out: bool, timeout_s: float, limit:
         notes.append("[killed: CPU time limit]")
     elif returncode < 0:
         notes.append(f"[killed by signal {-returncode}]")
+    elif returncode > 0 and not raw.strip():
+        notes.append(f"[exit status {returncode}]")
     if not raw.strip() and not notes:
         return NO_OUTPUT[:limit]
     tail = "".join("\n" + n for n in notes) if raw else "\n".join(notes)

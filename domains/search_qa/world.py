@@ -11,10 +11,10 @@ import math
 import random
 from dataclasses import dataclass, field
 
-ONSETS = ("b", "br", "d", "dr", "f", "g", "gr", "k", "kr", "l", "m", "n", "p", "q", "r", "s", "st",
-          "t", "th", "tr", "v", "vr", "z", "zh", "sk", "h", "j")
-VOWELS = ("a", "e", "i", "o", "u", "ae", "ei", "ou", "y")
-CODAS = ("", "", "", "n", "r", "l", "th", "sk", "m", "x", "rd", "nt", "v")
+ONSETS = ("b", "br", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "th", "v", "z", "h", "j",
+          "dr", "st", "tr")
+VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ae", "ei", "ou")
+CODAS = ("n", "r", "l", "s", "m", "th", "nd", "rk", "x", "v")
 OCCUPATIONS = ("painter", "engineer", "cartographer", "composer", "physician", "shipwright",
                "botanist", "clockmaker", "architect", "poet", "astronomer", "glassblower")
 ORG_KINDS = ("Shipping Company", "Bank", "Observatory", "Printing House", "Railway",
@@ -34,9 +34,11 @@ class NameMaker:
 
     def word(self, syllables: int) -> str:
         while True:
-            w = "".join(self.rng.choice(ONSETS) + self.rng.choice(VOWELS) + self.rng.choice(CODAS)
-                        for _ in range(syllables))
-            if len(w) >= 4 and w not in self.used:
+            w = "".join(self.rng.choice(ONSETS) + self.rng.choice(VOWELS) for _ in range(syllables))
+            # a closing consonant only at the end keeps names pronounceable (Tavel, Orimund)
+            if self.rng.random() < 0.6:
+                w += self.rng.choice(CODAS)
+            if 4 <= len(w) <= 11 and w not in self.used:
                 self.used.add(w)
                 return w.capitalize()
 

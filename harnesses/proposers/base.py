@@ -69,6 +69,9 @@ class Proposal:
     output_tokens: int = 0
     cost_usd: float = 0.0
     fallback_reason: str | None = None
+    # The conversation that produced the candidates (Claude's messages and tool results), for the
+    # run's logs; empty for proposers without one.
+    transcript: list[dict] = field(default_factory=list, repr=False)
 
 
 class Proposer(Protocol):
@@ -119,7 +122,11 @@ def proposer_view(ctx: ProposerContext, con: duckdb.DuckDBPyConnection | None = 
 def _copy_by_attach(view: duckdb.DuckDBPyConnection, path: Path) -> None:
     if not path.exists():
         raise FileNotFoundError(f"run store {path} does not exist")
-    view.execute("ATTACH ? AS run_store (READ_ONLY)", [str(path)])
+    try:
+        view.execute("ATTACH ? AS run_store (READ_ONLY)", [str(path)])
+    except duckdb.Error as e:
+        raise RuntimeError(f"cannot open {path} read-only ({e}); a process that holds it open "
+                           "must pass its connection as ProposerContext.store_con") from e
     try:
         for table, query in VISIBLE.items():
             view.execute(f"CREATE TABLE {table} AS {query.format(db='run_store')}")

@@ -6,7 +6,7 @@ with ``message``) or an error (built with ``error``). Every request body is reco
 can assert what the client sent back (tool_result blocks, system prompt, tools).
 
 Like the real API it answers 400 when a tool_use block is left without its tool_result in the
-next user message, and 401 without an ``x-api-key`` header.
+next user message, and 401 without credentials (``x-api-key`` or ``authorization``).
 """
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ class MessagesServer:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
-            if not headers.get("x-api-key"):
-                return 401, {}, _err("authentication_error", "x-api-key header is required"), 0.0
+            if not (headers.get("x-api-key") or headers.get("authorization")):
+                return 401, {}, _err("authentication_error", "no credentials (x-api-key or authorization)"), 0.0
             if not all(k in body for k in ("model", "max_tokens", "messages")):
                 return 400, {}, _err("invalid_request_error", "model, max_tokens and messages are required"), 0.0
             missing = _unanswered_tool_use(body["messages"])

@@ -14,6 +14,11 @@ from whale.model import load_model, weights_id
 STOP_WINDOW = 24  # tokens decoded from the tail when looking for stop strings
 
 
+def _cache(out):
+    """The KV cache of a forward pass (transformers 5.24 renamed ``past_key_values`` to ``cache``)."""
+    return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+
+
 class ChoiceConstraint:
     """Prefix-constrained decoding: the turn must spell one of ``choices`` then end (eos)."""
 
@@ -68,7 +73,7 @@ class TransformersBackend(Backend):
             attn[i, width - len(r.ids):] = 1
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        cache, logits = _cache(out), out.logits[:, -1, :].float()
         gens = [torch.Generator().manual_seed(r.seed) for r in reqs]
         constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
         generated: list[list[int]] = [[] for _ in reqs]
@@ -96,8 +101,8 @@ class TransformersBackend(Backend):
             attn = torch.cat([attn, torch.ones((len(live), 1), dtype=torch.long)], dim=1)
             last_pos = last_pos + 1
             out = self.model(input_ids=torch.tensor(nxt).unsqueeze(1), attention_mask=attn,
-                             position_ids=last_pos.unsqueeze(1), past_key_values=cache, use_cache=True)
-            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+                             position_ids=last_pos.unsqueeze(1), cache=cache, use_cache=True)
+            cache, logits = _cache(out), out.logits[:, -1, :].float()
         return results
 
     def _finish(self, req: GenRequest, generated: list[int], tok: int) -> str | None:

@@ -1,0 +1,71 @@
+"""Entry point of the Python tool's child process, passed to ``python -I -S -c``.
+
+It installs an audit hook (see ``pytool.py`` for the other layers), then runs ``main.py`` from
+the working directory as ``__main__`` and prints a traceback without this file's own frame, so
+the output depends only on the model's code. Not imported by anything: pytool reads its text.
+"""
+import os
+import sys
+import traceback
+from types import FunctionType
+
+BLOCKED = ("socket.", "subprocess.", "_posixsubprocess.", "os.system", "os.exec", "os.spawn",
+           "os.posix_spawn", "os.fork", "os.forkpty", "pty.", "os.kill", "os.killpg",
+           "signal.pthread_kill", "ctypes.", "gc.get_", "sys._current_frames", "mmap.")
+# Events that change the file system, and how many leading arguments are paths.
+CHANGES = {"os.remove": 1, "os.rmdir": 1, "os.rename": 2, "os.mkdir": 1, "os.chmod": 1,
+           "os.chown": 1, "os.truncate": 1, "os.link": 2, "os.symlink": 2, "os.utime": 1,
+           "os.chflags": 1, "os.setxattr": 1, "os.removexattr": 1, "shutil.rmtree": 1}
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def install_guard():
+    cwd = os.path.realpath(os.getcwd())
+    readable = tuple(os.path.realpath(p) for p in sys.path if p) + (cwd,)
+
+    # Everything the hook needs is bound as a default, not a closure or a global, so model code
+    # cannot rebind it (function attribute writes are refused below).
+    def hook(event, args, blocked=BLOCKED, changes=CHANGES, cwd=(cwd,), readable=readable,
+             devices=("/dev/null", "/dev/urandom"), write_flags=WRITE_FLAGS,
+             realpath=os.path.realpath, fsdecode=os.fsdecode, sep=os.sep,
+             function=FunctionType, internals=("__code__", "__defaults__", "__kwdefaults__")):
+        def inside(path, roots):
+            if isinstance(path, int):
+                return True
+            p = realpath(fsdecode(path))
+            return p in devices or any(p == r or p.startswith(r + sep) for r in roots)
+
+        if event.startswith(blocked):
+            raise PermissionError(f"{event} is not allowed in this sandbox")
+        if event == "object.__setattr__" and isinstance(args[0], function) and args[1] in internals:
+            raise PermissionError("changing a function's internals is not allowed in this sandbox")
+        if event == "open":
+            path, mode, flags = args
+            writing = bool(flags & write_flags) if isinstance(flags, int) else any(c in (mode or "") for c in "wax+")
+            if not inside(path, cwd if writing else readable):
+                raise PermissionError(f"{'writing' if writing else 'reading'} {path!r} is not allowed in this sandbox")
+        elif event in changes:
+            for path in args[: changes[event]]:
+                if path is not None and not inside(path, cwd):
+                    raise PermissionError(f"changing {path!r} is not allowed in this sandbox")
+
+    sys.addaudithook(hook)
+
+
+def run_main():
+    with open("main.py", encoding="utf-8") as f:
+        source = f.read()
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        exec(compile(source, "main.py", "exec"), namespace)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 (report whatever the model's code raised)
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    install_guard()
+    del install_guard, BLOCKED, CHANGES, WRITE_FLAGS
+    run_main()

@@ -1,0 +1,56 @@
+"""The search-QA verifier: normalised exact match of the last assistant turn's answer.
+
+Only the last assistant message counts: an answer written in an earlier turn and not repeated
+scores 0. Inside it, the answer is the innermost pair around the last ``</answer>``: the last
+closing tag paired with the nearest ``<answer>`` before it (a non-greedy regex would pair it
+with the first opening tag instead and swallow everything in between).
+"""
+from __future__ import annotations
+
+import re
+import string
+
+from domains.base import last_assistant
+from whale.types import Verdict
+
+OPEN, CLOSE = "<answer>", "</answer>"
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    """Lower-case, drop punctuation and the articles a/an/the, collapse whitespace."""
+    s = s.lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", s).split())
+
+
+def extract_answer(text: str) -> str | None:
+    """The text of the innermost ``<answer>…</answer>`` pair ending at the last closing tag."""
+    end = text.rfind(CLOSE)
+    if end < 0:
+        return None
+    start = text.rfind(OPEN, 0, end)
+    if start < 0:
+        return None
+    return text[start + len(OPEN):end].strip()
+
+
+def judge(messages: list[dict], answers: list[str]) -> tuple[float, bool, str | None]:
+    """``(reward, formatted, prediction)`` for a conversation against gold aliases."""
+    pred = extract_answer(last_assistant(messages))
+    if pred is None:
+        return 0.0, False, None
+    gold = {normalize_answer(a) for a in answers} - {""}
+    return (1.0 if normalize_answer(pred) in gold else 0.0), True, pred
+
+
+def verify(gold: dict, messages: list[dict], state: dict) -> Verdict:
+    """The domain's binary verdict. ``state`` is the environment's final state (searches made)."""
+    reward, formatted, pred = judge(messages, gold["answers"])
+    details = {"pred": pred, "gold": list(gold["answers"])}
+    support = gold.get("support")
+    if support:
+        seen = {pid for ids in state.get("retrieved", []) for pid in ids}
+        # which of the question's fact passages the searches surfaced: retrieval, not reward
+        details["support_found"] = sum(pid in seen for pid in support) / len(support)
+    return Verdict(reward=reward, formatted=formatted, details=details)

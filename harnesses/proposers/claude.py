@@ -1,0 +1,216 @@
+"""The Claude proposer: an agentic tool-use session over the Messages API that writes candidates.
+
+Claude reads the archive, the notes, the contract and the harness-split rollouts through the
+tools in ``claude_tools`` and submits up to ``M`` candidate modules. Requests are plain
+(non-streaming) ``messages.create`` calls with the SDK's own retries switched off: this module
+retries 429, 5xx (529 overloaded included), 408/409, time-outs and connection errors with
+exponential backoff, honouring ``retry-after`` up to a cap. When the API stays unavailable, or
+the session ends without a valid candidate, ``propose`` raises ``ProposerUnavailable``; the
+harness phase then falls back to the offline proposer (``propose_with_fallback``).
+
+The key comes from ``ANTHROPIC_API_KEY`` and the endpoint from ``ANTHROPIC_BASE_URL`` (the SDK
+reads both); tests pass ``client=anthropic.Anthropic(base_url=..., api_key=...)``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import anthropic
+
+from harnesses.proposers.base import Proposal, ProposerContext, ProposerUnavailable, proposer_view
+from harnesses.proposers.claude_tools import Workbench
+
+INSTRUCTIONS = Path(__file__).with_name("instructions.md")
+
+# Approximate list prices, USD per million tokens (input, output), matched by model-name prefix
+# (longest first). Cache writes cost 1.25x input, cache reads 0.1x. Unknown models cost 0.
+PRICES = {
+    "claude-opus-4-7": (5.0, 25.0), "claude-opus-4-6": (5.0, 25.0), "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4": (15.0, 75.0), "claude-sonnet-4": (3.0, 15.0), "claude-haiku-4": (1.0, 5.0),
+    "claude-3-7-sonnet": (3.0, 15.0), "claude-3-5-haiku": (0.8, 4.0),
+}
+RETRY_STATUS = {408, 409, 429}
+
+
+class ApiUnavailable(RuntimeError):
+    """The Messages API did not answer usefully after the allowed attempts."""
+
+
+@dataclass
+class Usage:
+    """Tokens summed over the requests of one session."""
+
+    input: int = 0  # uncached input tokens
+    cache_write: int = 0
+    cache_read: int = 0
+    output: int = 0
+
+    def add(self, usage) -> None:
+        self.input += usage.input_tokens or 0
+        self.cache_write += getattr(usage, "cache_creation_input_tokens", None) or 0
+        self.cache_read += getattr(usage, "cache_read_input_tokens", None) or 0
+        self.output += usage.output_tokens or 0
+
+    @property
+    def input_tokens(self) -> int:
+        return self.input + self.cache_write + self.cache_read
+
+
+def price(model: str) -> tuple[float, float] | None:
+    for prefix in sorted(PRICES, key=len, reverse=True):
+        if model.startswith(prefix):
+            return PRICES[prefix]
+    return None
+
+
+def estimate_cost(model: str, usage: Usage) -> float:
+    """Approximate USD cost of ``usage`` on ``model`` (0.0 for a model not in PRICES)."""
+    p = price(model)
+    if p is None:
+        return 0.0
+    inp, out = p
+    tokens = usage.input * inp + usage.cache_write * inp * 1.25 + usage.cache_read * inp * 0.1
+    return round((tokens + usage.output * out) / 1e6, 6)
+
+
+def create_message(client: anthropic.Anthropic, request: dict, retries: int,
+                   backoff_base_s: float = 2.0, max_sleep_s: float = 60.0,
+                   sleep: Callable[[float], None] = time.sleep):
+    """``client.messages.create(**request)`` with up to ``retries`` attempts on transient errors."""
+    reason = "no attempt made"
+    for attempt in range(max(1, retries)):
+        try:
+            return client.messages.create(**request)
+        except anthropic.APIStatusError as e:
+            if e.status_code < 500 and e.status_code not in RETRY_STATUS:
+                raise ApiUnavailable(f"HTTP {e.status_code}: {e.message}") from e
+            reason, wait = f"HTTP {e.status_code}: {e.message}", _retry_after(e.response)
+        except anthropic.APIConnectionError as e:  # time-outs included
+            reason, wait = f"{type(e).__name__}: {e.message}", None
+        except anthropic.AnthropicError as e:  # e.g. no credentials configured
+            raise ApiUnavailable(f"{type(e).__name__}: {e}") from e
+        if attempt + 1 < max(1, retries):
+            sleep(min(max_sleep_s, wait if wait is not None else backoff_base_s * 2 ** attempt))
+    raise ApiUnavailable(f"{max(1, retries)} attempts failed; last: {reason}")
+
+
+def _retry_after(response) -> float | None:
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: fall back to the exponential schedule
+
+
+class ClaudeProposer:
+    """Writes candidates with Claude; see the module docstring for the failure contract."""
+
+    name = "claude"
+
+    def __init__(self, model: str = "claude-opus-4-7", max_tokens: int = 16000,
+                 timeout_s: float = 600, max_turns: int = 40, retries: int = 4,
+                 client: anthropic.Anthropic | None = None, backoff_base_s: float = 2.0,
+                 max_sleep_s: float = 60.0, sleep: Callable[[float], None] = time.sleep):
+        if max_turns < 1 or retries < 1 or max_tokens < 1:
+            raise ValueError("max_turns, retries and max_tokens must be positive")
+        self.model, self.max_tokens, self.timeout_s = model, max_tokens, timeout_s
+        self.max_turns, self.retries = max_turns, retries
+        self.backoff_base_s, self.max_sleep_s, self.sleep = backoff_base_s, max_sleep_s, sleep
+        self._client = client
+
+    @classmethod
+    def from_params(cls, claude: dict, **kwargs) -> ClaudeProposer:
+        """Build from params.yaml's ``harness_search.claude`` section."""
+        keys = ("model", "max_tokens", "timeout_s", "max_turns", "retries")
+        return cls(**{k: claude[k] for k in keys if k in claude}, **kwargs)
+
+    def client(self) -> anthropic.Anthropic:
+        try:
+            if self._client is None:
+                return anthropic.Anthropic(max_retries=0, timeout=self.timeout_s)
+            return self._client.with_options(max_retries=0, timeout=self.timeout_s)
+        except anthropic.AnthropicError as e:
+            raise ProposerUnavailable(f"no Anthropic client: {e}", self.model) from e
+
+    def propose(self, ctx: ProposerContext) -> Proposal:
+        client = self.client()
+        view = proposer_view(ctx)
+        try:
+            bench = Workbench(ctx, view)
+            usage, transcript = Usage(), []
+            try:
+                self._session(client, ctx, bench, usage, transcript)
+            except ApiUnavailable as e:
+                raise self._unavailable(str(e), usage) from e
+        finally:
+            view.close()
+        if not bench.candidates:
+            raise self._unavailable(f"no valid candidate after {self.max_turns} turns", usage)
+        return Proposal(candidates=bench.candidates, proposer=self.name, model=self.model,
+                        input_tokens=usage.input_tokens, output_tokens=usage.output,
+                        cost_usd=estimate_cost(self.model, usage), transcript=transcript)
+
+    def _unavailable(self, reason: str, usage: Usage) -> ProposerUnavailable:
+        return ProposerUnavailable(reason, self.model, usage.input_tokens, usage.output,
+                                   estimate_cost(self.model, usage))
+
+    def _session(self, client, ctx: ProposerContext, bench: Workbench, usage: Usage,
+                 transcript: list) -> None:
+        messages = transcript
+        messages.append({"role": "user", "content": opening(ctx)})
+        request = {"model": self.model, "max_tokens": self.max_tokens, "system": system_prompt(ctx),
+                   "tools": bench.specs(), "messages": messages, "timeout": self.timeout_s,
+                   "cache_control": {"type": "ephemeral"}}
+        for _ in range(self.max_turns):
+            reply = create_message(client, request, self.retries, self.backoff_base_s,
+                                   self.max_sleep_s, self.sleep)
+            usage.add(reply.usage)
+            messages.append({"role": "assistant", "content": [_block(b) for b in reply.content]})
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            if not calls:
+                if len(bench.candidates) >= ctx.M or (bench.candidates and reply.stop_reason == "end_turn"):
+                    return  # done without calling finish
+                messages.append({"role": "user", "content": _nudge(reply.stop_reason)})
+                continue
+            results = []
+            for call in calls:
+                text, is_error = bench.run(call.name, call.input)
+                results.append({"type": "tool_result", "tool_use_id": call.id,
+                                "content": text, "is_error": is_error})
+            messages.append({"role": "user", "content": results})
+            if bench.finished:
+                return
+
+
+def system_prompt(ctx: ProposerContext) -> str:
+    notes = ctx.notes_path.read_text() if ctx.notes_path.is_file() else "(none)"
+    return f"{INSTRUCTIONS.read_text()}\n\n# Domain notes: {ctx.domain}\n\n{notes}"
+
+
+def opening(ctx: ProposerContext) -> str:
+    incumbent = ctx.archive_dir / f"{ctx.incumbent_id}.py"
+    source = incumbent.read_text() if incumbent.is_file() else "(missing from the archive)"
+    mode = ("PROMPT-ONLY MODE: change only prompt text; code, numbers and patterns stay as in the "
+            "incumbent.\n" if ctx.prompt_only else "")
+    return (f"Run {ctx.run_id}, domain {ctx.domain}, cycle {ctx.cycle}, iteration {ctx.iteration}.\n"
+            f"{mode}Write {ctx.M} candidate harness(es) with write_candidate, then call finish.\n"
+            f"The incumbent is {ctx.incumbent_id}:\n```python\n{source}\n```")
+
+
+def _nudge(stop_reason: str | None) -> str:
+    if stop_reason == "max_tokens":
+        return ("Your reply was cut at the output limit. Submit one candidate per write_candidate "
+                "call and keep the reasoning short.")
+    return "Continue with the tools: write_candidate for each candidate, then finish."
+
+
+def _block(block) -> dict:
+    """A response content block as a request block (the SDK models carry extra None fields)."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return block.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,248 @@
+"""The tools Claude uses during one proposer session, and the checks on what it writes.
+
+Every tool answers with text (a tool_result); mistakes come back as ``is_error`` results that
+say what to fix, so Claude can correct a candidate instead of losing the slot.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+
+import duckdb
+
+from harnesses.proposers.base import AXES, Candidate, ProposerContext
+
+MAX_RESULT_CHARS = 30_000  # any one tool result
+SQL_MAX_ROWS = 200
+SQL_MAX_CHARS = 12_000
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+SPECS = [
+    {"name": "list_harnesses",
+     "description": "Every archived harness: id, parents, origin, status (error text if any), "
+                    "hypothesis, axis, and its harness-split scores per weights id. "
+                    "The incumbent is marked.",
+     "input_schema": {"type": "object", "properties": {}}},
+    {"name": "read_harness", "description": "The full source of one archived harness.",
+     "input_schema": {"type": "object", "properties": {"harness_id": {"type": "string"}},
+                      "required": ["harness_id"]}},
+    {"name": "read_notes", "description": "The domain's notes: environment, tools, verifier facts.",
+     "input_schema": {"type": "object", "properties": {}}},
+    {"name": "read_contract", "description": "The harness contract every candidate must follow.",
+     "input_schema": {"type": "object", "properties": {}}},
+    {"name": "sql", "description": "",  # filled in with the view's schema
+     "input_schema": {"type": "object", "properties": {"query": {"type": "string"}},
+                      "required": ["query"]}},
+    {"name": "write_candidate",
+     "description": "Submit one complete candidate harness module (it must define class "
+                    "Harness(BaseHarness)). Syntax and contract problems come back as errors: "
+                    "fix them and submit again.",
+     "input_schema": {"type": "object", "properties": {
+         "source": {"type": "string", "description": "the whole Python module"},
+         "hypothesis": {"type": "string", "description": "one falsifiable sentence: what fails, "
+                        "which change fixes it, what score moves"},
+         "axis": {"type": "string", "enum": list(AXES)},
+         "components": {"type": "array", "items": {"type": "string"},
+                        "description": "short tags of the mechanisms used"},
+         "parents": {"type": "array", "items": {"type": "string"},
+                     "description": "harness ids this builds on (default: the incumbent)"}},
+         "required": ["source", "hypothesis", "axis", "components"]}},
+    {"name": "finish", "description": "End the session once the candidates are written.",
+     "input_schema": {"type": "object", "properties": {}}},
+]
+
+
+class ToolError(Exception):
+    """A mistake in a tool call; its text goes back to Claude as an error result."""
+
+
+class Workbench:
+    """The tools of one proposer session over a read-only view of the run."""
+
+    def __init__(self, ctx: ProposerContext, view: duckdb.DuckDBPyConnection):
+        self.ctx = ctx
+        self.view = view
+        self.candidates: list[Candidate] = []
+        self.finished = False
+
+    def specs(self) -> list[dict]:
+        specs = [dict(s) for s in SPECS]
+        sql = next(s for s in specs if s["name"] == "sql")
+        sql["description"] = (
+            f"Run one read-only SELECT/WITH query (DuckDB SQL; at most {SQL_MAX_ROWS} rows and "
+            f"{SQL_MAX_CHARS} characters come back). Only harness-split rows exist here. "
+            f"Tables:\n{self.schema()}")
+        return specs
+
+    def schema(self) -> str:
+        lines = []
+        for (table,) in self.view.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall():
+            cols = self.view.execute(f"DESCRIBE {table}").fetchall()
+            lines.append(f"{table}({', '.join(f'{c[0]} {c[1]}' for c in cols)})")
+        return "\n".join(lines)
+
+    def run(self, name: str, args: dict) -> tuple[str, bool]:
+        """Run tool ``name``; returns (result text, is_error)."""
+        handler = getattr(self, f"tool_{name}", None)
+        if handler is None or name not in {s["name"] for s in SPECS}:
+            return f"unknown tool {name!r}", True
+        try:
+            out = handler(**(args or {}))
+        except ToolError as e:
+            return str(e), True
+        except TypeError as e:
+            return f"bad arguments for {name}: {e}", True
+        return _cap(out, MAX_RESULT_CHARS), False
+
+    def tool_list_harnesses(self) -> str:
+        rows = self.view.execute(
+            "SELECT harness_id, parents, origin, status, error, hypothesis, axis, cycle, iteration "
+            "FROM harnesses ORDER BY created_at, harness_id").fetchall()
+        scores = self.view.execute(
+            "SELECT harness_id, weights_id, cycle, iteration, n, mean_reward, format_rate, "
+            "truncation_rate, error_rate, mean_turns FROM scores ORDER BY cycle, iteration").fetchall()
+        out = []
+        for hid, parents, origin, status, err, hyp, axis, cycle, it in rows:
+            entry = {"harness_id": hid, "incumbent": hid == self.ctx.incumbent_id, "parents": parents,
+                     "origin": origin, "status": status, "hypothesis": hyp, "axis": axis,
+                     "cycle": cycle, "iteration": it,
+                     "scores": [_score(s) for s in scores if s[0] == hid]}
+            if err:
+                entry["error"] = _cap(err, 600)
+            out.append(json.dumps(entry, default=str))
+        return "\n".join(out) or "the archive is empty"
+
+    def tool_read_harness(self, harness_id: str) -> str:
+        if not isinstance(harness_id, str) or not _ID.match(harness_id):
+            raise ToolError(f"not a harness id: {harness_id!r}")
+        path = self.ctx.archive_dir / f"{harness_id}.py"
+        if not path.is_file():
+            raise ToolError(f"no archived harness {harness_id!r}; list_harnesses shows the ids")
+        return path.read_text()
+
+    def tool_read_notes(self) -> str:
+        path = self.ctx.notes_path
+        return path.read_text() if path.is_file() else f"(no notes for {self.ctx.domain})"
+
+    def tool_read_contract(self) -> str:
+        path = self.ctx.contract_path
+        if not path.is_file():
+            raise ToolError(f"contract {path} is missing")
+        text = f"# {path.name}\n{path.read_text()}"
+        readme = path.parent / "README.md"
+        return text + (f"\n\n# {readme.name}\n{readme.read_text()}" if readme.is_file() else "")
+
+    def tool_sql(self, query: str) -> str:
+        check_select(query)
+        try:
+            cur = self.view.execute(query)
+            rows = cur.fetchmany(SQL_MAX_ROWS + 1)
+        except duckdb.Error as e:
+            raise ToolError(f"{type(e).__name__}: {e}") from None
+        names = [d[0] for d in cur.description]
+        lines = ["\t".join(names)] + ["\t".join(_cell(v) for v in r) for r in rows[:SQL_MAX_ROWS]]
+        if len(rows) > SQL_MAX_ROWS:
+            lines.append(f"... more than {SQL_MAX_ROWS} rows: aggregate or add LIMIT")
+        return _cap("\n".join(lines) if rows else "\t".join(names) + "\n(0 rows)", SQL_MAX_CHARS)
+
+    def tool_write_candidate(self, source: str, hypothesis: str, axis: str, components: list,
+                             parents: list | None = None) -> str:
+        if len(self.candidates) >= self.ctx.M:
+            raise ToolError(f"all {self.ctx.M} candidates are written; call finish")
+        if not isinstance(hypothesis, str) or not hypothesis.strip():
+            raise ToolError("hypothesis must be one non-empty sentence")
+        if axis not in AXES:
+            raise ToolError(f"axis must be one of {', '.join(AXES)}")
+        if not self.ctx.prompt_only and len(self.candidates) < len(AXES) and \
+                axis in {c.axis for c in self.candidates}:
+            raise ToolError(f"a candidate on axis {axis!r} is already written: use another axis")
+        if not (isinstance(components, list) and all(isinstance(c, str) for c in components)):
+            raise ToolError("components must be a list of strings")
+        parents = parents or [self.ctx.incumbent_id]
+        for p in parents:
+            if not (isinstance(p, str) and _ID.match(p) and (self.ctx.archive_dir / f"{p}.py").is_file()):
+                raise ToolError(f"parent {p!r} is not an archived harness")
+        problem = check_source(source, self._incumbent_source() if self.ctx.prompt_only else None)
+        if problem:
+            raise ToolError(problem)
+        hid = harness_id(source)
+        if (self.ctx.archive_dir / f"{hid}.py").is_file() or hid in {harness_id(c.source) for c in self.candidates}:
+            raise ToolError(f"this source is identical to harness {hid}: change the mechanism")
+        self.candidates.append(Candidate(source=source, hypothesis=hypothesis.strip(), axis=axis,
+                                         components=list(components), parents=list(parents),
+                                         origin="claude"))
+        left = self.ctx.M - len(self.candidates)
+        return f"candidate {len(self.candidates)} accepted ({hid}); " + (
+            f"{left} more to write" if left else "all written: call finish")
+
+    def tool_finish(self) -> str:
+        if not self.candidates:
+            raise ToolError("no candidate written yet: write at least one before finishing")
+        self.finished = True
+        return f"finished with {len(self.candidates)} candidate(s)"
+
+    def _incumbent_source(self) -> str:
+        return (self.ctx.archive_dir / f"{self.ctx.incumbent_id}.py").read_text()
+
+
+def harness_id(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def check_select(query: str) -> None:
+    """Refuse anything but one SELECT/WITH statement."""
+    if not isinstance(query, str) or not query.strip():
+        raise ToolError("query must be a non-empty string")
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as e:
+        raise ToolError(f"{type(e).__name__}: {e}") from None
+    if len(statements) != 1:
+        raise ToolError("send exactly one statement")
+    head = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)*", "", query, flags=re.S).split(None, 1)[0].upper()
+    if statements[0].type != duckdb.StatementType.SELECT or head not in ("SELECT", "WITH"):
+        raise ToolError("only SELECT or WITH queries are allowed")
+
+
+def check_source(source: str, incumbent: str | None = None) -> str | None:
+    """What is wrong with a candidate module, or None. ``incumbent``: prompt-only mode."""
+    if not isinstance(source, str) or not source.strip():
+        return "source must be the whole module as a non-empty string"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        line = (e.text or "").rstrip()
+        return f"SyntaxError: {e.msg} (line {e.lineno}, column {e.offset}): {line}"
+    if not any(isinstance(n, ast.ClassDef) and n.name == "Harness" for n in tree.body):
+        return "the module must define class Harness(BaseHarness) at top level"
+    if incumbent is not None and _masked(tree) != _masked(ast.parse(incumbent)):
+        return ("prompt-only mode: only prose string literals (text with a space or newline) may "
+                "differ from the incumbent; code, numbers and patterns must stay identical")
+    return None
+
+
+def _masked(tree: ast.AST) -> str:
+    """The AST with prose strings blanked: two modules that differ only in prompt text match."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"\s", node.value):
+            node.value = ""
+    return ast.dump(tree, include_attributes=False)
+
+
+def _score(row: tuple) -> dict:
+    keys = ("weights_id", "cycle", "iteration", "n", "mean_reward", "format_rate",
+            "truncation_rate", "error_rate", "mean_turns")
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in zip(keys, row[1:])}
+
+
+def _cell(v) -> str:
+    s = str(v) if v is not None else "NULL"
+    return _cap(s.replace("\t", " ").replace("\n", "\\n"), 2000)
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [cut: {len(text) - limit} more characters]"

@@ -1,0 +1,227 @@
+"""The Claude proposer against a loopback Messages-API server, with the real SDK and a real store."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from harnesses.proposers import (
+    Proposal, ProposerContext, ProposerUnavailable, propose_with_fallback, proposer_view,
+)
+from harnesses.proposers.claude import ClaudeProposer, estimate_cost, Usage
+from harnesses.proposers.claude_tools import check_source, harness_id
+from tests.support.messages_server import MessagesServer, error, message, slow, text, tool_use
+from whale.store import Store
+from whale.types import Rollout
+
+ROOT = Path(__file__).resolve().parents[1]
+H0 = '''from harnesses.contract import BaseHarness, Prompt, Finish
+
+
+class Harness(BaseHarness):
+    max_turns = 2
+
+    def start(self, observation):
+        return Prompt(messages=[{"role": "user", "content": "Answer in <answer> tags: " + observation["question"]}])
+
+    def act(self, completion):
+        return Finish()
+'''
+GOOD = H0.replace("max_turns = 2", "max_turns = 3")
+PROMPT = H0.replace("Answer in <answer> tags: ", "Think, then answer in <answer> tags: ")
+H0_ID = harness_id(H0)
+
+
+def _rollout(split: str, ex: str, reward: float) -> Rollout:
+    return Rollout(run_id="r1", cycle=1, phase="harness", step=1, split=split, example_id=ex,
+                   sample_idx=0, harness_id=H0_ID, weights_id="w1", seed=0, reward=reward,
+                   stop_reason="answered", messages=[{"role": "assistant", "content": f"secret-{split}"}],
+                   token_ids=[1, 2, 3], mask=[0, 1, 1])
+
+
+@pytest.fixture
+def ctx(tmp_path) -> ProposerContext:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / f"{H0_ID}.py").write_text(H0)
+    notes = tmp_path / "notes.md"
+    notes.write_text("NOTE: the search tool returns at most 3 passages.")
+    with Store(tmp_path / "rollouts.duckdb") as store:
+        store.insert("harnesses", [{"harness_id": H0_ID, "domain": "search_qa", "path": f"{H0_ID}.py",
+                                    "parents": [], "origin": "seed", "hypothesis": "h0", "axis": None,
+                                    "components": [], "status": "ok", "error": None, "cycle": 0,
+                                    "iteration": 1}])
+        store.insert("scores", [{"run_id": "r1", "harness_id": H0_ID, "weights_id": "w1", "split": s,
+                                 "cycle": 1, "iteration": 1, "n": 2, "mean_reward": m}
+                                for s, m in (("harness", 0.25), ("test", 0.875))])
+        store.insert_rollouts([_rollout("harness", "a", 0.0), _rollout("harness", "b", 1.0),
+                               _rollout("test", "t1", 1.0), _rollout("weight", "w1", 1.0)])
+    return ProposerContext(run_id="r1", domain="search_qa", cycle=1, iteration=2, M=2, seed=0,
+                           incumbent_id=H0_ID, archive_dir=archive, store_path=tmp_path / "rollouts.duckdb",
+                           notes_path=notes, contract_path=ROOT / "harnesses" / "contract.py")
+
+
+def _proposer(srv, sleeps=None, **kw) -> ClaudeProposer:
+    client = anthropic.Anthropic(base_url=srv.base_url, api_key="test")
+    kw = {"model": "claude-opus-4-7", "max_tokens": 2000, "timeout_s": 10, "max_turns": 12,
+          "retries": 3, "backoff_base_s": 0.01, "max_sleep_s": 5.0, **kw}
+    if sleeps is not None:
+        kw["sleep"] = sleeps.append  # record the backoff instead of waiting
+    return ClaudeProposer(client=client, **kw)
+
+
+def _results(request: dict) -> list[dict]:
+    """The tool_result blocks the client sent in a request's last message."""
+    return [b for b in request["messages"][-1]["content"] if b.get("type") == "tool_result"]
+
+
+def _write(source, axis="budgets", hypothesis="three turns let two-hop questions finish"):
+    return tool_use("write_candidate", {"source": source, "hypothesis": hypothesis, "axis": axis,
+                                        "components": ["turn_budget"]})
+
+
+def test_scripted_session_collects_candidates_and_hides_the_test_split(ctx):
+    script = [
+        message(text("Reading the archive."), tool_use("list_harnesses", {}), input_tokens=100, output_tokens=20),
+        message(tool_use("read_harness", {"harness_id": H0_ID}), input_tokens=200, output_tokens=10),
+        message(tool_use("sql", {"query": "SELECT count(*) AS n FROM rollouts WHERE split = 'test'"}),
+                tool_use("sql", {"query": "SELECT split, count(*) FROM rollouts GROUP BY split"}),
+                tool_use("sql", {"query": "DELETE FROM rollouts"}),
+                tool_use("sql", {"query": f"SELECT * FROM read_text('{ctx.notes_path}')"}),
+                input_tokens=300, output_tokens=30),
+        message(_write("class Harness(:\n    pass\n"), input_tokens=400, output_tokens=40),
+        message(_write(GOOD), input_tokens=500, output_tokens=50),
+        message(_write(PROMPT, axis="prompt", hypothesis="asking to think first raises format rate"),
+                input_tokens=600, output_tokens=60),
+        message(tool_use("finish", {}), input_tokens=700, output_tokens=5),
+    ]
+    with MessagesServer(script) as srv:
+        proposal = _proposer(srv).propose(ctx)
+        requests = srv.requests
+    assert isinstance(proposal, Proposal) and proposal.proposer == "claude"
+    assert [c.source for c in proposal.candidates] == [GOOD, PROMPT]
+    assert [c.axis for c in proposal.candidates] == ["budgets", "prompt"]
+    assert proposal.candidates[1].hypothesis == "asking to think first raises format rate"
+    assert all(c.parents == [H0_ID] and c.origin == "claude" for c in proposal.candidates)
+    assert (proposal.input_tokens, proposal.output_tokens) == (2800, 215)
+    assert proposal.cost_usd == pytest.approx((2800 * 5 + 215 * 25) / 1e6)
+    assert len(requests) == 7  # finish ends the session without another request
+
+    first = requests[0]
+    assert "Read failures before proposing" in first["system"] and "at most 3 passages" in first["system"]
+    assert {t["name"] for t in first["tools"]} >= {"list_harnesses", "sql", "write_candidate", "finish"}
+    assert H0 in first["messages"][0]["content"]
+    listed = [json.loads(line) for line in _results(requests[1])[0]["content"].splitlines()]
+    assert listed[0]["harness_id"] == H0_ID and listed[0]["incumbent"] is True
+    assert [s["mean_reward"] for s in listed[0]["scores"]] == [0.25]  # the test score is invisible
+    assert _results(requests[2])[0]["content"] == H0
+    count, by_split, delete, read_file = _results(requests[3])
+    assert count["content"].splitlines() == ["n", "0"] and not count["is_error"]
+    assert by_split["content"].splitlines()[1:] == ["harness\t2"]
+    assert delete["is_error"] and "only SELECT" in delete["content"]
+    assert read_file["is_error"] and "NOTE" not in read_file["content"]
+    syntax = _results(requests[4])[0]
+    assert syntax["is_error"] and "SyntaxError" in syntax["content"] and "line 1" in syntax["content"]
+    assert not _results(requests[5])[0]["is_error"]
+
+
+def test_view_has_no_test_rows_and_no_token_columns(ctx):
+    with Store(ctx.store_path) as store:  # the orchestrator holds the file open for writing
+        with pytest.raises(RuntimeError, match="store_con"):
+            proposer_view(ctx)
+        ctx.store_con = store.con
+        view = proposer_view(ctx)
+        store.insert_rollouts([_rollout("harness", "c", 1.0)])  # the writer still works
+    splits = view.execute("SELECT DISTINCT split FROM rollouts").fetchall()
+    columns = {c[0] for c in view.execute("DESCRIBE rollouts").fetchall()}
+    assert splits == [("harness",)] and "token_ids" not in columns and "mask" not in columns
+    assert view.execute("SELECT count(*) FROM rollouts").fetchone() == (2,)  # a copy, not a window
+    assert view.execute("SELECT messages->>'$[0].content' FROM rollouts LIMIT 1").fetchone() == ("secret-harness",)
+    assert view.execute("SELECT split FROM scores").fetchall() == [("harness",)]
+    ctx.store_con = None
+    closed = proposer_view(ctx)  # nobody holds the file: ATTACH read-only, copy, DETACH
+    assert closed.execute("SELECT count(*) FROM rollouts").fetchone() == (3,)
+    assert closed.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'run_store'").fetchone() == (0,)
+
+
+def test_rate_limit_then_overload_then_success(ctx):
+    sleeps = []
+    script = [error(429, "rate_limit_error", headers={"retry-after": "7"}), error(529, "overloaded_error"),
+              message(_write(GOOD)), message(tool_use("finish", {}))]
+    with MessagesServer(script) as srv:
+        proposal = _proposer(srv, sleeps).propose(ctx)
+        assert len(srv.requests) == 4
+        assert srv.headers[0]["x-stainless-retry-count"] == "0"  # the SDK itself does not retry
+    assert [c.source for c in proposal.candidates] == [GOOD]
+    assert sleeps == [5.0, 0.02]  # retry-after 7 s capped at 5 s; then base * 2
+
+
+def test_timeout_is_retried(ctx):
+    script = [slow(message(text("late")), 1.5), message(_write(GOOD)), message(tool_use("finish", {}))]
+    with MessagesServer(script) as srv:
+        proposal = _proposer(srv, [], timeout_s=0.3).propose(ctx)
+    assert len(proposal.candidates) == 1
+
+
+def test_persistent_failure_raises_unavailable(ctx):
+    sleeps = []
+    script = [message(tool_use("list_harnesses", {}), input_tokens=50, output_tokens=7),
+              error(500), error(529, "overloaded_error"), error(429, "rate_limit_error")]
+    with MessagesServer(script) as srv:
+        with pytest.raises(ProposerUnavailable, match="3 attempts failed") as info:
+            _proposer(srv, sleeps).propose(ctx)
+        assert len(srv.requests) == 4
+    assert sleeps == [0.01, 0.02]
+    assert (info.value.input_tokens, info.value.output_tokens) == (50, 7)  # spent before failing
+
+
+def test_client_errors_are_not_retried(ctx):
+    with MessagesServer([error(401, "authentication_error", "invalid x-api-key")]) as srv:
+        with pytest.raises(ProposerUnavailable, match="HTTP 401"):
+            _proposer(srv, []).propose(ctx)
+        assert len(srv.requests) == 1
+
+
+def test_no_candidate_within_max_turns_is_unavailable(ctx):
+    script = [message(text("thinking")), message(tool_use("finish", {}))]
+    with MessagesServer(script) as srv:
+        with pytest.raises(ProposerUnavailable, match="no valid candidate after 2 turns"):
+            _proposer(srv, [], max_turns=2).propose(ctx)
+        assert "write_candidate" in srv.requests[1]["messages"][-1]["content"]  # the nudge
+
+
+def test_fallback_records_reason_and_spent_tokens(ctx):
+    class Fixed:
+        name = "offline"
+
+        def propose(self, ctx):
+            return Proposal(candidates=[], proposer="offline", model=None)
+
+    with MessagesServer([message(text("hm"), input_tokens=11, output_tokens=3), error(400, "invalid_request_error")]) as srv:
+        proposal = propose_with_fallback(_proposer(srv, []), Fixed(), ctx)
+    assert proposal.proposer == "offline" and proposal.fallback_reason.startswith("claude: HTTP 400")
+    assert (proposal.input_tokens, proposal.output_tokens) == (11, 3)
+
+
+def test_candidate_rules(ctx):
+    assert check_source(GOOD) is None
+    assert "class Harness" in check_source("x = 1\n")
+    assert check_source(PROMPT, incumbent=H0) is None  # only prose changed
+    assert "prompt-only" in check_source(GOOD, incumbent=H0)  # a number changed
+    script = [message(_write(H0), _write(GOOD), _write(GOOD.replace("3", "4")),
+                      _write(PROMPT, axis="prompt"), _write(PROMPT, axis="parsing")),
+              message(tool_use("finish", {}))]
+    with MessagesServer(script) as srv:
+        proposal = _proposer(srv, []).propose(ctx)
+        dup, ok, same_axis, ok2, over = _results(srv.requests[1])
+    assert "identical to harness" in dup["content"] and "already written" in same_axis["content"]
+    assert "call finish" in over["content"] and not ok["is_error"] and not ok2["is_error"]
+    assert len(proposal.candidates) == 2
+
+
+def test_unknown_model_costs_nothing():
+    u = Usage(input=1000, cache_write=100, cache_read=1000, output=10)
+    assert estimate_cost("some-other-model", u) == 0.0
+    assert estimate_cost("claude-sonnet-4-5", u) == pytest.approx((1000 * 3 + 125 * 3 + 100 * 3 + 10 * 15) / 1e6)

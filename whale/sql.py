@@ -1,0 +1,37 @@
+"""`whale sql`: one query over every run's DuckDB file, attached read-only."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+
+
+def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with each ``runs/<run>/rollouts.duckdb`` attached as ``<run>``,
+    plus ``all_<table>`` views stacking the runs' tables (a ``run`` column says which)."""
+    con = duckdb.connect()
+    names = []
+    for db in sorted(Path(runs_dir).glob("*/rollouts.duckdb")):
+        alias = re.sub(r"\W", "_", db.parent.name)
+        con.execute(f"ATTACH '{db}' AS \"{alias}\" (READ_ONLY)")
+        names.append(alias)
+    if names:
+        tables = {t for (t,) in con.execute(
+            f"SELECT DISTINCT table_name FROM duckdb_tables() WHERE database_name = '{names[0]}'").fetchall()}
+        for table in sorted(tables):
+            union = " UNION ALL BY NAME ".join(f"SELECT '{n}' AS run, * FROM \"{n}\".{table}" for n in names)
+            con.execute(f"CREATE VIEW all_{table} AS {union}")
+    return con
+
+
+def run_sql(query: str, runs_dir: str | Path = "runs", max_rows: int = 200) -> str:
+    con = attach_runs(runs_dir)
+    try:
+        rel = con.sql(query)
+        if rel is None:
+            return "ok"
+        df = rel.limit(max_rows).df()
+        return df.to_string(index=False, max_colwidth=80)
+    finally:
+        con.close()
