@@ -11,8 +11,9 @@ from harnesses.proposers import (
     Proposal, ProposerContext, ProposerUnavailable, propose_with_fallback, proposer_view,
 )
 from harnesses.proposers.claude import ClaudeProposer, estimate_cost, Usage
-from harnesses.proposers.claude_tools import check_source, harness_id
+from harnesses.proposers.claude_tools import check_source
 from tests.support.messages_server import MessagesServer, error, message, slow, text, tool_use
+from whale.engine import harness_id
 from whale.store import Store
 from whale.types import Rollout
 
@@ -112,7 +113,8 @@ def test_scripted_session_collects_candidates_and_hides_the_test_split(ctx):
     first = requests[0]
     assert "Read failures before proposing" in first["system"] and "at most 3 passages" in first["system"]
     assert {t["name"] for t in first["tools"]} >= {"list_harnesses", "sql", "write_candidate", "finish"}
-    assert H0 in first["messages"][0]["content"]
+    assert H0 in first["messages"][0]["content"] and first["cache_control"] == {"type": "ephemeral"}
+    assert "output_config" not in first  # no effort configured: the API default
     listed = [json.loads(line) for line in _results(requests[1])[0]["content"].splitlines()]
     assert listed[0]["harness_id"] == H0_ID and listed[0]["incumbent"] is True
     assert [s["mean_reward"] for s in listed[0]["scores"]] == [0.25]  # the test score is invisible
@@ -151,8 +153,9 @@ def test_rate_limit_then_overload_then_success(ctx):
     script = [error(429, "rate_limit_error", headers={"retry-after": "7"}), error(529, "overloaded_error"),
               message(_write(GOOD)), message(tool_use("finish", {}))]
     with MessagesServer(script) as srv:
-        proposal = _proposer(srv, sleeps).propose(ctx)
+        proposal = _proposer(srv, sleeps, effort="max").propose(ctx)
         assert len(srv.requests) == 4
+        assert srv.requests[2]["output_config"] == {"effort": "max"}
         assert srv.headers[0]["x-stainless-retry-count"] == "0"  # the SDK itself does not retry
     assert [c.source for c in proposal.candidates] == [GOOD]
     assert sleeps == [5.0, 0.02]  # retry-after 7 s capped at 5 s; then base * 2
@@ -184,6 +187,20 @@ def test_client_errors_are_not_retried(ctx):
         assert len(srv.requests) == 1
 
 
+@pytest.mark.parametrize("config_dir", [False, True])
+def test_missing_credentials_are_unavailable_without_a_request(ctx, monkeypatch, tmp_path, config_dir):
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/anthropic profile either
+    if config_dir:  # a config dir without a profile: the SDK raises while building the client
+        monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "empty"))
+    with MessagesServer([]) as srv:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        with pytest.raises(ProposerUnavailable, match="credentials|Config file"):
+            ClaudeProposer().propose(ctx)
+        assert srv.requests == []
+
+
 def test_no_candidate_within_max_turns_is_unavailable(ctx):
     script = [message(text("thinking")), message(tool_use("finish", {}))]
     with MessagesServer(script) as srv:
@@ -208,6 +225,7 @@ def test_fallback_records_reason_and_spent_tokens(ctx):
 def test_candidate_rules(ctx):
     assert check_source(GOOD) is None
     assert "class Harness" in check_source("x = 1\n")
+    assert "import of 'os'" in check_source("import os\n" + GOOD)  # the sandbox's static rules
     assert check_source(PROMPT, incumbent=H0) is None  # only prose changed
     assert "prompt-only" in check_source(GOOD, incumbent=H0)  # a number changed
     script = [message(_write(H0), _write(GOOD), _write(GOOD.replace("3", "4")),

@@ -100,15 +100,17 @@ def test_mask_is_honoured_token_by_token(tiny_model_dir, rollouts, tokenizer):
 
 
 def test_loss_is_total_nll_over_total_tokens_of_the_mini_batch(tiny_model_dir, rollouts):
-    trainer = make_trainer(tiny_model_dir, lr=1e-2, mini_batch=4, micro_batch=2, max_grad_norm=0.0)
+    trainer = make_trainer(tiny_model_dir, lr=3e-2, mini_batch=4, micro_batch=2, max_grad_norm=0.0)
     for _ in range(4):  # make rollout 2 much easier than the others, so the two normalisations disagree
         trainer.step([rollouts[2]])
+    rollouts = [rollouts[i] for i in (2, 0, 1, 3)]  # micro-batches: (easy, short) and (long, long)
     model = trainer.model
     total, count = hand_nll(model, rollouts)
     expected = total / count
-    micro_means = [hand_nll(model, rollouts[i:i + 2]) for i in (0, 2)]
+    with torch.no_grad():
+        micro_means = [hand_nll(model, rollouts[i:i + 2]) for i in (0, 2)]
     mean_of_means = sum(t / c for t, c in micro_means) / 2
-    assert abs(float(mean_of_means - expected)) > 0.05  # the test can tell the two rules apart
+    assert abs(float(mean_of_means - expected.detach())) > 0.3  # the test can tell the two rules apart
     model.zero_grad()
     expected.backward()
     want = {n: p.grad.clone() for n, p in model.named_parameters()}

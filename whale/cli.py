@@ -43,6 +43,16 @@ def cmd_eval(args, params):
 
 
 @command
+def cmd_run(args, params):
+    from flows.whale import whale
+
+    overrides = json.loads(args.set) if args.set else None
+    result = whale(domain=args.domain, condition=args.condition, run_id=args.run, profile=args.profile,
+                   overrides=overrides, params_path=args.params)
+    print(json.dumps(result, indent=2, sort_keys=True))
+
+
+@command
 def cmd_sql(args, params):
     from whale.sql import run_sql
 
@@ -79,6 +89,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-k", type=int, default=None, help="samples per example (default eval.k)")
     s.add_argument("--run", default=None, help="run id (default eval-<domain>)")
     s.add_argument("--model", default=None, help="checkpoint directory (default model.export_dir)")
+
+    s = sub.add_parser("run", help="run (or resume) one condition on one domain as a Prefect flow")
+    s.add_argument("--domain", default="math_reasoning")
+    s.add_argument("--condition", default="adaptive_whale",
+                   choices=["weight_only", "harness_only", "whale", "adaptive_whale", "stagewise", "prompt_only"])
+    s.add_argument("--run", default=None, help="run id (default <domain>-<condition>); rerun to resume")
+    s.add_argument("--set", default=None, help="JSON overrides of params.yaml, e.g. '{\"schedule\": {\"E\": 0.2}}'")
 
     s = sub.add_parser("sql", help="query every run's DuckDB (tables attached per run; all_<table> views)")
     s.add_argument("query")

@@ -22,17 +22,42 @@ def embedded_gguf() -> Path:
     return path
 
 
+def _hash_tensors(named) -> str:
+    h = hashlib.sha256()
+    for name, t in sorted(named, key=lambda kv: kv[0]):
+        t = t.detach().contiguous().cpu()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.view(-1).view(torch_uint8()).numpy().tobytes())
+    return h.hexdigest()[:12]
+
+
+def torch_uint8():
+    import torch
+
+    return torch.uint8
+
+
 def weights_id(model_dir: str | Path) -> str:
-    """Content hash of a checkpoint's weights: the first 12 hex of sha256 over its safetensors."""
+    """Content hash of a checkpoint's weights (first 12 hex of sha256 over names, dtypes, bytes).
+
+    Computed over the tensors, not the file bytes, so the trainer can hash the weights it holds
+    in memory (``model_weights_id``) and get the same id as the saved checkpoint.
+    """
+    from safetensors import safe_open
+
     files = sorted(Path(model_dir).glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no *.safetensors in {model_dir}")
-    h = hashlib.sha256()
+    named = []
     for f in files:
-        with f.open("rb") as fh:
-            while chunk := fh.read(1 << 22):
-                h.update(chunk)
-    return h.hexdigest()[:12]
+        with safe_open(str(f), framework="pt") as fh:
+            named += [(k, fh.get_tensor(k)) for k in fh.keys()]
+    return _hash_tensors(named)
+
+
+def model_weights_id(model) -> str:
+    """The weights id of an in-memory model (tied weights counted once, as safetensors saves them)."""
+    return _hash_tensors(list(model.named_parameters()))
 
 
 def export_model(source: str, out_dir: str | Path, dtype: str = "float32") -> str:

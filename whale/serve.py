@@ -1,18 +1,15 @@
 """An OpenAI-compatible HTTP server over the in-process transformers backend.
 
-It speaks the subset of vLLM's completions API the rollout engine needs, with vLLM's
-extensions, so ``OpenAIBackend`` works unchanged against this server or a vLLM server:
-``prompt`` as token ids, ``top_k``, ``seed``, ``stop`` with ``include_stop_str_in_output``,
-``return_token_ids`` (each choice carries ``token_ids`` and ``prompt_token_ids``, vLLM >= 0.10.2),
-``stop_reason`` (None for eos, the matched string for a stop string) and a choice constraint
-given either as ``structured_outputs: {"choice": [...]}`` (vLLM >= 0.10.2; the only form after
-0.12) or as the older ``guided_choice``. ``/v1/chat/completions`` renders messages through the
-model's chat template for use as a plain chat server.
+It speaks the part of vLLM's completions API the rollout engine needs, with vLLM's extensions,
+so ``OpenAIBackend`` works unchanged against it or a vLLM server: ``prompt`` as token ids,
+``top_k``, ``seed``, ``stop`` + ``include_stop_str_in_output``, ``return_token_ids`` (choices
+carry ``token_ids``), ``stop_reason`` (None for eos, else the matched string) and a choice
+constraint as ``structured_outputs: {"choice": [...]}`` (vLLM >= 0.10.2) or the older
+``guided_choice`` (removed in vLLM 0.12). ``/v1/chat/completions`` serves plain chat.
 
-Requests that arrive within ``window_s`` of each other are generated together in one backend
-call. ``/v1/models`` and every response report the served weights id (``weights_id`` field and
-``x-whale-weights-id`` header). ``POST /v1/load {"model_dir": ...}`` swaps the weights between
-batches; vLLM has no equivalent here: its server is restarted with the new checkpoint.
+Requests arriving within ``window_s`` of each other share one backend call. ``/v1/models`` and
+every response report the served weights id (``weights_id``, header ``x-whale-weights-id``).
+``POST /v1/load {"model_dir": ...}`` swaps weights between batches; a vLLM server is restarted.
 """
 from __future__ import annotations
 
@@ -23,6 +20,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
+from dataclasses import astuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,7 +28,7 @@ from whale.backends.base import GenRequest, Sampling
 from whale.backends.hf import TransformersBackend
 from whale.chat import ChatFormat
 
-WINDOW_S = 0.01  # a request waits at most this long for companions to share its batch
+WINDOW_S = 0.01  # a batch closes when no request has arrived for this long (or when it is full)
 CHAT_MAX_TOKENS = 512  # chat requests without max_tokens; vLLM would fill the context instead
 WEIGHTS_HEADER = "x-whale-weights-id"
 
@@ -48,6 +46,7 @@ class Batcher:
         self.backend, self.max_batch, self.window_s = backend, max_batch, window_s
         self.jobs: queue.Queue = queue.Queue()
         self.lock = threading.Lock()  # a weight swap never lands in the middle of a batch
+        self.calls = 0  # backend.generate calls so far (tests check that arrivals were batched)
         self.worker = threading.Thread(target=self._loop, name="whale-batcher", daemon=True)
         self.worker.start()
 
@@ -57,10 +56,6 @@ class Batcher:
         for req, fut in zip(requests, futures):
             self.jobs.put((req, sampling, fut))
         return [f.result() for f in futures]
-
-    def swap(self, model_dir: str) -> str:
-        with self.lock:
-            return self.backend.load(model_dir)
 
     def close(self) -> None:
         self.jobs.put(None)
@@ -86,10 +81,10 @@ class Batcher:
         while (jobs := self._collect()) is not None:
             groups: dict[tuple, list] = {}  # one backend call per distinct sampling
             for job in jobs:
-                s = job[1]
-                groups.setdefault((s.temperature, s.top_p, s.top_k), []).append(job)
+                groups.setdefault(astuple(job[1]), []).append(job)
             with self.lock:
                 for group in groups.values():
+                    self.calls += 1
                     try:
                         results = self.backend.generate([j[0] for j in group], group[0][1])
                     except Exception as e:  # noqa: BLE001 - the error belongs to the waiting requests
@@ -101,13 +96,10 @@ class Batcher:
 
 
 def _stop_list(value) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return value
-    raise HTTPError(400, "stop must be a string or a list of strings")
+    value = [value] if isinstance(value, str) else value or []
+    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+        raise HTTPError(400, "stop must be a string or a list of non-empty strings")
+    return value
 
 
 def _choices(body: dict) -> list[str] | None:
@@ -123,9 +115,8 @@ def _choices(body: dict) -> list[str] | None:
 
 def _sampling(body: dict) -> Sampling:
     """vLLM's defaults for absent fields; top_k <= 0 (vLLM's -1 or 0) means no top-k."""
-    def get(key, default):
-        return default if body.get(key) is None else body[key]
-    return Sampling(float(get("temperature", 1.0)), float(get("top_p", 1.0)), max(int(get("top_k", 0)), 0))
+    t, p, k = (body.get(key) for key in ("temperature", "top_p", "top_k"))
+    return Sampling(1.0 if t is None else float(t), 1.0 if p is None else float(p), max(int(k or 0), 0))
 
 
 class WhaleServer(ThreadingHTTPServer):
@@ -138,17 +129,15 @@ class WhaleServer(ThreadingHTTPServer):
         self.model_name = served_model_name or Path(backend.model_dir).name
         self.chat_format = ChatFormat(backend.tokenizer)
         self.batcher = Batcher(backend, max_batch, window_s)
-        self._thread: threading.Thread | None = None
+        self.context_len = int(getattr(backend.model.config, "max_position_embeddings", 2048))
 
     @property
     def base_url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return "http://%s:%d/v1" % self.server_address[:2]
 
     def start(self) -> "WhaleServer":
         """Serve from a background thread (tests, benchmarks)."""
-        self._thread = threading.Thread(target=self.serve_forever, name="whale-serve", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self.serve_forever, name="whale-serve", daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -158,10 +147,6 @@ class WhaleServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         super().server_close()
         self.batcher.close()
-
-    @property
-    def context_len(self) -> int:
-        return int(getattr(self.backend.model.config, "max_position_embeddings", 2048))
 
     def models(self, _body=None) -> dict:
         return {"object": "list", "data": [{
@@ -173,10 +158,12 @@ class WhaleServer(ThreadingHTTPServer):
         if not self.allow_load:
             raise HTTPError(404, "this server does not swap weights (started without /v1/load)", "NotFoundError")
         model_dir = body.get("model_dir")
-        if not isinstance(model_dir, str) or not Path(model_dir).is_dir():
-            raise HTTPError(400, f"model_dir must name a checkpoint directory, got {model_dir!r}")
-        wid = self.batcher.swap(model_dir)
+        if not isinstance(model_dir, str) or not any(Path(model_dir).glob("*.safetensors")):
+            raise HTTPError(400, f"model_dir must name a checkpoint directory with *.safetensors, got {model_dir!r}")
+        with self.batcher.lock:  # between batches
+            wid = self.backend.load(model_dir)
         self.chat_format = ChatFormat(self.backend.tokenizer)
+        self.context_len = int(getattr(self.backend.model.config, "max_position_embeddings", 2048))
         return {"weights_id": wid, "model_dir": model_dir}
 
     def completions(self, body: dict) -> dict:
@@ -186,11 +173,7 @@ class WhaleServer(ThreadingHTTPServer):
         if not isinstance(prompt, list) or not prompt:
             raise HTTPError(400, "prompt must be a string, a list of token ids, or a list of either")
         prompts = [self._ids(p) for p in prompt]
-        out = self._generate(body, prompts, body.get("max_tokens", 16))
-        for c in out["choices"]:
-            c["text"] = c.pop("content")
-        out["object"] = "text_completion"
-        return out
+        return self._generate(body, prompts, body.get("max_tokens") or 16, "text_completion", lambda t: {"text": t})
 
     def chat(self, body: dict) -> dict:
         messages = body.get("messages")
@@ -198,11 +181,8 @@ class WhaleServer(ThreadingHTTPServer):
             raise HTTPError(400, "messages must be a non-empty list")
         ids = self.chat_format.opening(messages)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or CHAT_MAX_TOKENS
-        out = self._generate(body, [ids], max_tokens)
-        for c in out["choices"]:
-            c["message"] = {"role": "assistant", "content": c.pop("content")}
-        out["object"] = "chat.completion"
-        return out
+        return self._generate(body, [ids], max_tokens, "chat.completion",
+                              lambda t: {"message": {"role": "assistant", "content": t}})
 
     def _ids(self, prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -212,7 +192,7 @@ class WhaleServer(ThreadingHTTPServer):
             raise HTTPError(400, f"a token-id prompt must be a non-empty list of ints in [0, {vocab})")
         return prompt
 
-    def _generate(self, body: dict, prompts: list[list[int]], max_tokens) -> dict:
+    def _generate(self, body: dict, prompts: list[list[int]], max_tokens, kind: str, shape) -> dict:
         if body.get("stream"):
             raise HTTPError(400, "stream is not supported by whale serve")
         if body.get("logprobs") or body.get("echo"):
@@ -230,16 +210,16 @@ class WhaleServer(ThreadingHTTPServer):
         requests = [GenRequest(p, max_tokens, seed + i, stops, choices) for p in prompts for i in range(n)]
         done = self.batcher.submit(requests, _sampling(body))
         keep_stop = body.get("include_stop_str_in_output", False)
-        choices_out = [self._choice(i, req, res, keep_stop, body.get("return_token_ids"))
+        choices_out = [self._choice(i, req, res, keep_stop, body.get("return_token_ids"), shape)
                        for i, (req, (res, _)) in enumerate(zip(requests, done))]
         produced = sum(len(res.ids) for res, _ in done)
         consumed = sum(len(r.ids) for r in requests[::n])
-        return {"id": f"cmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": self.model_name,
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()), "model": self.model_name,
                 "choices": choices_out, "weights_id": done[0][1],
                 "usage": {"prompt_tokens": consumed, "completion_tokens": produced,
                           "total_tokens": consumed + produced}}
 
-    def _choice(self, index: int, req: GenRequest, res, keep_stop: bool, with_ids: bool) -> dict:
+    def _choice(self, index: int, req: GenRequest, res, keep_stop: bool, with_ids: bool, shape) -> dict:
         tok = self.backend.tokenizer
         text, stop_reason = tok.decode(res.ids, skip_special_tokens=True), None
         if res.finish == "stop":  # the stop string that ended first, as the backend saw the text
@@ -247,7 +227,7 @@ class WhaleServer(ThreadingHTTPServer):
             stop_reason = min(req.stop, key=lambda s: raw.find(s) + len(s) if s in raw else len(raw) + len(s) + 1)
             if not keep_stop and stop_reason in text:
                 text = text[:text.find(stop_reason)]
-        choice = {"index": index, "content": text, "logprobs": None,
+        choice = {"index": index, **shape(text), "logprobs": None,
                   "finish_reason": "length" if res.finish == "length" else "stop", "stop_reason": stop_reason}
         if with_ids:
             choice["token_ids"], choice["prompt_token_ids"] = res.ids, req.ids
@@ -262,25 +242,25 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        routes = {"/v1/models": self.server.models, "/health": lambda _b: {}}
-        self._route(routes, None)
+        self._route({"/v1/models": self.server.models, "/health": lambda _b: {}}, post=False)
 
     def do_POST(self) -> None:
-        routes = {"/v1/completions": self.server.completions, "/v1/chat/completions": self.server.chat,
-                  "/v1/load": self.server.load}
-        try:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.loads(raw or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
-        except ValueError as e:
-            self._send(400, {"error": {"message": f"bad JSON body: {e}", "type": "BadRequestError", "code": 400}})
-            return
-        self._route(routes, body)
+        self._route({"/v1/completions": self.server.completions, "/v1/chat/completions": self.server.chat,
+                     "/v1/load": self.server.load}, post=True)
 
-    def _route(self, routes: dict, body) -> None:
+    def _json(self) -> dict:
+        try:  # read the body even for a bad route: the connection is kept alive
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        except ValueError as e:
+            raise HTTPError(400, f"bad JSON body: {e}") from None
+        if not isinstance(body, dict):
+            raise HTTPError(400, "the body must be a JSON object")
+        return body
+
+    def _route(self, routes: dict, post: bool) -> None:
         handler = routes.get(self.path.split("?")[0].rstrip("/"))
         try:
+            body = self._json() if post else None
             if handler is None:
                 raise HTTPError(404, f"no route {self.command} {self.path}", "NotFoundError")
             self._send(200, handler(body))
@@ -315,7 +295,5 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, dtype: str 
     print(f"whale serve: {server.model_name} (weights {server.backend.weights_id}) at {server.base_url}", flush=True)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     finally:
         server.server_close()

@@ -68,7 +68,7 @@ class RSFTConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     # Recompute activations in the backward pass: less memory, about a third more compute.
-    gradient_checkpointing: bool = False
+    activation_checkpointing: bool = False
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -117,11 +117,12 @@ class RSFTTrainer:
         model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32)
         args = SFTConfig(
             output_dir=str(Path(tempfile.gettempdir()) / "whale-sft"),
-            learning_rate=config.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
+            learning_rate=config.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch_fused",
             weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
             per_device_train_batch_size=config.micro_batch, gradient_accumulation_steps=1,
             max_length=config.max_seq_len, seed=config.seed, bf16=config.dtype == "bfloat16",
-            gradient_checkpointing=config.gradient_checkpointing, padding_free=False,
+            use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on CPU unless told
+            activation_checkpointing=config.activation_checkpointing, padding_free=False,
             report_to="none", logging_strategy="no", save_strategy="no", disable_tqdm=True,
             dataset_kwargs={"skip_prepare_dataset": True},
         )
@@ -136,8 +137,8 @@ class RSFTTrainer:
         self.trainer.create_optimizer_and_scheduler(num_training_steps=1)  # constant: length is irrelevant
         self.trainer.model_wrapped, self.trainer.optimizer = self.trainer.accelerator.prepare(
             self.trainer.model, self.trainer.optimizer)
-        if config.gradient_checkpointing:
-            self.trainer.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if config.activation_checkpointing:
+            self.trainer.model.activation_checkpointing_enable({"use_reentrant": False})
         self.generator = torch.Generator().manual_seed(config.seed)
 
     @classmethod

@@ -110,6 +110,17 @@ class Store:
         self.con.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {names} FROM batch")
         return self.count(table) - before
 
+    def load_rollouts(self, where: str, params: list) -> list[Rollout]:
+        """Rollouts matching a SQL condition, in key order (for resuming without re-sampling)."""
+        cur = self.con.execute(f"SELECT * FROM rollouts WHERE {where} ORDER BY example_id, sample_idx", params)
+        names = [d[0] for d in cur.description]
+        out = []
+        for row in cur.fetchall():
+            r = dict(zip(names, row))
+            r["verdict"], r["messages"] = json.loads(r["verdict"]), json.loads(r["messages"])
+            out.append(Rollout(**r))
+        return out
+
     def count(self, table: str) -> int:
         return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 

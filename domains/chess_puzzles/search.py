@@ -13,6 +13,8 @@ PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, 
 # The smallest worst-case material gain that counts as winning a piece (a knight or bishop).
 PIECE_GAIN = 3
 MATED = -1000
+# A position with a single legal move is no puzzle: the answer would be forced by the rules.
+MIN_CHOICES = 2
 
 
 def mating_moves(board: chess.Board) -> list[chess.Move]:
@@ -116,8 +118,69 @@ def winning_capture(board: chess.Board) -> chess.Move | None:
     winner = None
     for move in board.legal_moves:
         gain = worst_case_gain(board, move)
+        if gain >= -MATED:  # a mate in one is a different puzzle
+            return None
         if gain > 0:
             if winner is not None or gain < PIECE_GAIN or not is_undefended_capture(board, move):
                 return None
             winner = move
     return winner
+
+
+def solver_positions(fen: str, line: list[str]) -> list[chess.Board]:
+    """The positions where the solver is to move along ``line`` (every other ply from the start)."""
+    board = chess.Board(fen)
+    out = []
+    for ply, uci in enumerate(line):
+        if ply % 2 == 0:
+            out.append(board.copy(stack=False))
+        board.push_uci(uci)
+    return out
+
+
+def choices_ok(board: chess.Board, max_legal: int) -> bool:
+    return MIN_CHOICES <= board.legal_moves.count() <= max_legal
+
+
+def mate1_line(board: chess.Board, max_legal: int) -> list[str] | None:
+    """``[mate]`` when exactly one move mates and the solver has 2 to ``max_legal`` moves."""
+    if not choices_ok(board, max_legal):
+        return None
+    mates = mating_moves(board)
+    return [mates[0].uci()] if len(mates) == 1 else None
+
+
+def mate2_line(board: chess.Board, max_legal: int) -> list[str] | None:
+    """``[first, reply, mate]`` for a forced mate in two, else None.
+
+    No mate in one exists, exactly one first move answers every defence with a mate, and the
+    scripted reply is the first defence in UCI order after which the mate is unique and the solver
+    has 2 to ``max_legal`` moves (so the second move of the line is the only solution too).
+    """
+    if not choices_ok(board, max_legal) or has_mate_in_1(board):
+        return None
+    firsts = mate_in_2_moves(board)
+    if len(firsts) != 1:
+        return None
+    board.push(firsts[0])
+    try:
+        for reply in sorted(board.legal_moves, key=chess.Move.uci):
+            board.push(reply)
+            mate = mate1_line(board, max_legal)
+            board.pop()
+            if mate:
+                return [firsts[0].uci(), reply.uci(), *mate]
+        return None
+    finally:
+        board.pop()
+
+
+def win_piece_line(board: chess.Board, max_legal: int) -> list[str] | None:
+    """``[capture]`` when exactly one move wins a piece (see ``winning_capture``)."""
+    if not choices_ok(board, max_legal):
+        return None
+    move = winning_capture(board)
+    return [move.uci()] if move else None
+
+
+LINES = {"mate1": mate1_line, "mate2": mate2_line, "win_piece": win_piece_line}

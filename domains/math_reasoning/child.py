@@ -1,8 +1,10 @@
-"""Entry point of the Python tool's child process, passed to ``python -I -S -c``.
+"""Entry point of the Python tool's child process: ``python -I -S -c <this> MEMORY_MB CPU_S FSIZE``.
 
-It installs an audit hook (see ``pytool.py`` for the other layers), then runs ``main.py`` from
-the working directory as ``__main__`` and prints a traceback without this file's own frame, so
-the output depends only on the model's code. Not imported by anything: pytool reads its text.
+It limits itself (resources, network namespace), installs an audit hook (see ``pytool.py`` for
+all the layers), then runs ``main.py`` from the working directory as ``__main__`` and prints a
+traceback without this file's own frame, so the output depends only on the model's code.
+Limits are set here rather than in a ``preexec_fn``: the parent (the engine) has threads, and
+running Python between fork and exec in a threaded process can deadlock.
 """
 import os
 import sys
@@ -17,6 +19,30 @@ CHANGES = {"os.remove": 1, "os.rmdir": 1, "os.rename": 2, "os.mkdir": 1, "os.chm
            "os.chown": 1, "os.truncate": 1, "os.link": 2, "os.symlink": 2, "os.utime": 1,
            "os.chflags": 1, "os.setxattr": 1, "os.removexattr": 1, "shutil.rmtree": 1}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+CLONE_NEWNET = 0x40000000
+
+
+def isolate(memory_mb, cpu_s, fsize):
+    """Resource limits, then a new empty network namespace where the kernel allows it."""
+    import resource
+
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:  # not enforced for root; the audit hook refuses fork and exec either way
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    except (ValueError, OSError):
+        pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)  # fails quietly without privileges
+    except (ImportError, OSError, AttributeError):
+        pass
+    # A later `import ctypes` re-runs the module, whose dlopen the audit hook refuses.
+    sys.modules.pop("ctypes", None)
 
 
 def install_guard():
@@ -66,6 +92,7 @@ def run_main():
 
 
 if __name__ == "__main__":
+    isolate(*map(int, sys.argv[1:4]))
     install_guard()
-    del install_guard, BLOCKED, CHANGES, WRITE_FLAGS
+    del isolate, install_guard, BLOCKED, CHANGES, WRITE_FLAGS
     run_main()

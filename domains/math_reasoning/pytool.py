@@ -3,9 +3,10 @@
 Layers, outermost first:
 - a child ``python -I -S -X utf8`` (no site-packages, no user paths, no PYTHON* variables) with
   an environment of two harmless variables (no PATH, no API keys), in a fresh temporary
-  directory that is deleted afterwards;
-- resource limits set before exec: address space, CPU seconds, size of any file written (which
-  also bounds the captured output), no core files, no new processes where the kernel enforces it;
+  directory that is deleted afterwards, in its own session (process group);
+- resource limits the child sets on itself before any model code: address space, CPU seconds,
+  size of any file written (which also bounds the captured output), no core files, no new
+  processes where the kernel enforces it;
 - a new, empty network namespace when the kernel allows ``unshare(CLONE_NEWNET)``;
 - an audit hook installed before the model's code runs, whatever the namespace did: it refuses
   sockets, new processes, signals to other processes and ctypes, writes outside the working
@@ -16,26 +17,21 @@ Layers, outermost first:
 from __future__ import annotations
 
 import ast
-import ctypes
 import math
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-# The child's entry point, passed with -c: it installs the audit hook, then runs main.py.
+# The child's entry point, passed with -c: it limits itself, installs the audit hook, runs main.py.
 CHILD = Path(__file__).with_name("child.py").read_text(encoding="utf-8")
-CLONE_NEWNET = 0x40000000
 TRUNCATED = "\n[output truncated]"
 NO_OUTPUT = "[no output]"
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.S | re.I)
 _BARE_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
-# Loaded in the parent: dlopen in a child forked from a threaded parent can deadlock.
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def extract_code(text: str) -> str:
@@ -102,22 +98,19 @@ def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: 
 
 
 def _run_child(work: Path, out, timeout_s: float, memory_mb: int, fsize: int) -> tuple[int, bool]:
+    limits = [str(memory_mb), str(math.ceil(timeout_s) + 1), str(fsize)]
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-X", "utf8", "-u", "-c", CHILD],
+        [sys.executable, "-I", "-S", "-X", "utf8", "-u", "-c", CHILD, *limits],
         cwd=work, env={"HOME": str(work), "LC_ALL": "C.UTF-8"},
-        stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-        start_new_session=True,
-        preexec_fn=_limits(memory_mb, math.ceil(timeout_s) + 1, fsize),
+        stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
     )
     try:
         return proc.wait(timeout=timeout_s), False
     except subprocess.TimeoutExpired:
+        # Killed before it is reaped, so the group id cannot have been reused by anyone else.
         _kill_group(proc.pid)
         proc.wait()
         return proc.returncode, True
-    finally:
-        # Children it may have left behind (fork is refused, but the group is cheap to clear).
-        _kill_group(proc.pid)
 
 
 def _kill_group(pid: int) -> None:
@@ -125,23 +118,6 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _limits(memory_mb: int, cpu_s: int, fsize: int):
-    memory = memory_mb * 1024 * 1024
-
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        try:  # not enforced for root; the audit hook refuses fork/exec either way
-            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-        except (ValueError, OSError):
-            pass
-        _LIBC.unshare(CLONE_NEWNET)  # fails quietly without privileges: the hook remains
-
-    return apply
 
 
 def _render(raw: str, returncode: int, timed_out: bool, timeout_s: float, limit: int) -> str:

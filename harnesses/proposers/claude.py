@@ -76,6 +76,21 @@ def estimate_cost(model: str, usage: Usage) -> float:
     return round((tokens + usage.output * out) / 1e6, 6)
 
 
+def make_client(client: anthropic.Anthropic | None, timeout_s: float) -> anthropic.Anthropic:
+    """``client`` (or one from the environment) with the SDK's retries off and our time-out."""
+    try:
+        if client is None:
+            client = anthropic.Anthropic(max_retries=0, timeout=timeout_s)
+        else:
+            client = client.with_options(max_retries=0, timeout=timeout_s)
+    except anthropic.AnthropicError as e:
+        raise ApiUnavailable(f"no Anthropic client: {e}") from e
+    # without credentials the SDK fails each request with a TypeError: say so once, clearly
+    if not (client.api_key or client.auth_token or client.credentials):
+        raise ApiUnavailable("no Anthropic credentials: set ANTHROPIC_API_KEY")
+    return client
+
+
 def create_message(client: anthropic.Anthropic, request: dict, retries: int,
                    backoff_base_s: float = 2.0, max_sleep_s: float = 60.0,
                    sleep: Callable[[float], None] = time.sleep):
@@ -86,11 +101,11 @@ def create_message(client: anthropic.Anthropic, request: dict, retries: int,
             return client.messages.create(**request)
         except anthropic.APIStatusError as e:
             if e.status_code < 500 and e.status_code not in RETRY_STATUS:
-                raise ApiUnavailable(f"HTTP {e.status_code}: {e.message}") from e
-            reason, wait = f"HTTP {e.status_code}: {e.message}", _retry_after(e.response)
+                raise ApiUnavailable(f"HTTP {e.status_code}: {e.api_message or e.message}") from e
+            reason, wait = f"HTTP {e.status_code}: {e.api_message or e.message}", _retry_after(e.response)
         except anthropic.APIConnectionError as e:  # time-outs included
             reason, wait = f"{type(e).__name__}: {e.message}", None
-        except anthropic.AnthropicError as e:  # e.g. no credentials configured
+        except anthropic.AnthropicError as e:  # not an HTTP answer, not transient
             raise ApiUnavailable(f"{type(e).__name__}: {e}") from e
         if attempt + 1 < max(1, retries):
             sleep(min(max_sleep_s, wait if wait is not None else backoff_base_s * 2 ** attempt))
@@ -113,30 +128,27 @@ class ClaudeProposer:
     def __init__(self, model: str = "claude-opus-4-7", max_tokens: int = 16000,
                  timeout_s: float = 600, max_turns: int = 40, retries: int = 4,
                  client: anthropic.Anthropic | None = None, backoff_base_s: float = 2.0,
-                 max_sleep_s: float = 60.0, sleep: Callable[[float], None] = time.sleep):
+                 max_sleep_s: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                 effort: str | None = None):
         if max_turns < 1 or retries < 1 or max_tokens < 1:
             raise ValueError("max_turns, retries and max_tokens must be positive")
         self.model, self.max_tokens, self.timeout_s = model, max_tokens, timeout_s
         self.max_turns, self.retries = max_turns, retries
         self.backoff_base_s, self.max_sleep_s, self.sleep = backoff_base_s, max_sleep_s, sleep
+        self.effort = effort  # output_config.effort (low … max); None leaves the API default
         self._client = client
 
     @classmethod
     def from_params(cls, claude: dict, **kwargs) -> ClaudeProposer:
         """Build from params.yaml's ``harness_search.claude`` section."""
-        keys = ("model", "max_tokens", "timeout_s", "max_turns", "retries")
+        keys = ("model", "max_tokens", "timeout_s", "max_turns", "retries", "effort")
         return cls(**{k: claude[k] for k in keys if k in claude}, **kwargs)
 
-    def client(self) -> anthropic.Anthropic:
-        try:
-            if self._client is None:
-                return anthropic.Anthropic(max_retries=0, timeout=self.timeout_s)
-            return self._client.with_options(max_retries=0, timeout=self.timeout_s)
-        except anthropic.AnthropicError as e:
-            raise ProposerUnavailable(f"no Anthropic client: {e}", self.model) from e
-
     def propose(self, ctx: ProposerContext) -> Proposal:
-        client = self.client()
+        try:
+            client = make_client(self._client, self.timeout_s)
+        except ApiUnavailable as e:
+            raise ProposerUnavailable(str(e), self.model) from e
         view = proposer_view(ctx)
         try:
             bench = Workbench(ctx, view)
@@ -158,17 +170,20 @@ class ClaudeProposer:
                                    estimate_cost(self.model, usage))
 
     def _session(self, client, ctx: ProposerContext, bench: Workbench, usage: Usage,
-                 transcript: list) -> None:
-        messages = transcript
+                 messages: list) -> None:
         messages.append({"role": "user", "content": opening(ctx)})
         request = {"model": self.model, "max_tokens": self.max_tokens, "system": system_prompt(ctx),
                    "tools": bench.specs(), "messages": messages, "timeout": self.timeout_s,
                    "cache_control": {"type": "ephemeral"}}
+        if self.effort:
+            request["output_config"] = {"effort": self.effort}
         for _ in range(self.max_turns):
             reply = create_message(client, request, self.retries, self.backoff_base_s,
                                    self.max_sleep_s, self.sleep)
             usage.add(reply.usage)
-            messages.append({"role": "assistant", "content": [_block(b) for b in reply.content]})
+            # the API refuses an empty assistant turn in the history
+            content = [_block(b) for b in reply.content] or [{"type": "text", "text": "(no output)"}]
+            messages.append({"role": "assistant", "content": content})
             calls = [b for b in reply.content if b.type == "tool_use"]
             if not calls:
                 if len(bench.candidates) >= ctx.M or (bench.candidates and reply.stop_reason == "end_turn"):

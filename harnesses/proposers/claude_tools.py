@@ -6,13 +6,15 @@ say what to fix, so Claude can correct a candidate instead of losing the slot.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import re
 
 import duckdb
 
 from harnesses.proposers.base import AXES, Candidate, ProposerContext
+from harnesses.sandbox import static_violations
+from harnesses.validate import prompt_only_violation
+from whale.engine import harness_id
 
 MAX_RESULT_CHARS = 30_000  # any one tool result
 SQL_MAX_ROWS = 200
@@ -187,10 +189,6 @@ class Workbench:
         return (self.ctx.archive_dir / f"{self.ctx.incumbent_id}.py").read_text()
 
 
-def harness_id(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:12]
-
-
 def check_select(query: str) -> None:
     """Refuse anything but one SELECT/WITH statement."""
     if not isinstance(query, str) or not query.strip():
@@ -207,28 +205,22 @@ def check_select(query: str) -> None:
 
 
 def check_source(source: str, incumbent: str | None = None) -> str | None:
-    """What is wrong with a candidate module, or None. ``incumbent``: prompt-only mode."""
+    """What is wrong with a candidate module, or None. ``incumbent``: prompt-only mode.
+
+    The same static rules as the sandbox and the same prompt-only rule as the harness phase's
+    validation (``harnesses.validate``), so Claude hears of a problem while it can still fix it.
+    """
     if not isinstance(source, str) or not source.strip():
         return "source must be the whole module as a non-empty string"
     try:
-        tree = ast.parse(source)
+        ast.parse(source)
     except SyntaxError as e:
         line = (e.text or "").rstrip()
         return f"SyntaxError: {e.msg} (line {e.lineno}, column {e.offset}): {line}"
-    if not any(isinstance(n, ast.ClassDef) and n.name == "Harness" for n in tree.body):
-        return "the module must define class Harness(BaseHarness) at top level"
-    if incumbent is not None and _masked(tree) != _masked(ast.parse(incumbent)):
-        return ("prompt-only mode: only prose string literals (text with a space or newline) may "
-                "differ from the incumbent; code, numbers and patterns must stay identical")
-    return None
-
-
-def _masked(tree: ast.AST) -> str:
-    """The AST with prose strings blanked: two modules that differ only in prompt text match."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"\s", node.value):
-            node.value = ""
-    return ast.dump(tree, include_attributes=False)
+    bad = static_violations(source)
+    if bad:
+        return "the sandbox refuses this module:\n" + "\n".join(bad)
+    return prompt_only_violation(source, incumbent) if incumbent is not None else None
 
 
 def _score(row: tuple) -> dict:

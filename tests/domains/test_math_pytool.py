@@ -4,10 +4,13 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from domains.math_reasoning.pytool import _limits, extract_code, run_python, show_last_expression
+from domains.math_reasoning.pytool import extract_code, run_python, show_last_expression
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_prints_output():
@@ -68,9 +71,10 @@ def test_network_namespace_alone_blocks_loopback():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        code = f"import socket\nsocket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=1)"
-        run = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
-                             preexec_fn=_limits(256, 5, 65536), timeout=10)
+        code = (f"import sys, socket\nsys.path.insert(0, {str(ROOT)!r})\n"
+                "from domains.math_reasoning.child import isolate\nisolate(256, 5, 65536)\n"
+                f"socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=1)")
+        run = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=10)
     if run.returncode == 0:
         pytest.skip("unshare(CLONE_NEWNET) is not permitted here; the audit hook is the only network barrier")
     assert "OSError" in run.stderr or "unreachable" in run.stderr

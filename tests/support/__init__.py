@@ -1,1 +1,1 @@
-"""Test helpers: the loopback Messages-API server."""
+"""Test helpers shared by several test modules (loopback API servers)."""

@@ -43,12 +43,9 @@ class TransformersBackend(Backend):
         self.model_dir = str(model_dir)
         return self.weights_id
 
-    def set_model(self, model, model_dir: str) -> str:
-        """Serve an in-memory model (the trainer's) whose weights were just saved to ``model_dir``."""
-        self.model = model
-        self.weights_id = weights_id(model_dir)
-        self.model_dir = str(model_dir)
-        return self.weights_id
+    def serve_model(self, model, model_weights_id: str) -> None:
+        """Serve an in-memory model (the trainer's, updated in place) under its weights id."""
+        self.model, self.weights_id = model, model_weights_id
 
     @torch.no_grad()
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
@@ -81,7 +78,8 @@ class TransformersBackend(Backend):
         live = list(range(n))  # request index of each row still in the batch
         last_pos = pos[:, -1]
         while live:
-            nxt = [self._sample(logits[row], sampling, gens[i], constraints[i], generated[i]) for row, i in enumerate(live)]
+            nxt = self._sample(logits, sampling, [gens[i] for i in live], [constraints[i] for i in live],
+                               [generated[i] for i in live])
             keep = []
             for row, (i, tok) in enumerate(zip(live, nxt)):
                 generated[i].append(tok)
@@ -114,22 +112,28 @@ class TransformersBackend(Backend):
             return "length"
         return None
 
-    def _sample(self, logits, sampling: Sampling, gen, constraint, generated) -> int:
-        if constraint is not None:
-            allowed = constraint.allowed(generated)
-            masked = torch.full_like(logits, float("-inf"))
-            masked[allowed] = logits[allowed]
-            logits = masked
+    def _sample(self, logits, sampling: Sampling, gens, constraints, generated) -> list[int]:
+        """One token per row, sampled in one batched pass (top-k, top-p, temperature) then an
+        inverse-CDF draw with each row's own generator, so a row's tokens do not depend on its
+        batch neighbours' random draws."""
+        for row, (constraint, gen) in enumerate(zip(constraints, generated)):
+            if constraint is not None:
+                allowed = torch.tensor(constraint.allowed(gen))
+                keep = logits[row, allowed]
+                logits[row] = float("-inf")
+                logits[row, allowed] = keep
         if sampling.temperature <= 0:
-            return int(logits.argmax())
+            return logits.argmax(-1).tolist()
         logits = logits / sampling.temperature
         if sampling.top_k and sampling.top_k > 0:
-            kth = torch.topk(logits, min(sampling.top_k, logits.numel())).values[-1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
+            vals, idx = torch.topk(logits, min(sampling.top_k, logits.shape[-1]), dim=-1)
+        else:
+            vals, idx = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(vals, dim=-1)
         if sampling.top_p < 1.0:
-            sorted_p, idx = probs.sort(descending=True)
-            cut = sorted_p.cumsum(0) - sorted_p > sampling.top_p
-            sorted_p[cut] = 0.0
-            probs = torch.zeros_like(probs).scatter(0, idx, sorted_p)
-        return int(torch.multinomial(probs, 1, generator=gen))
+            cut = probs.cumsum(-1) - probs > sampling.top_p
+            probs = probs.masked_fill(cut, 0.0)
+        cdf = probs.cumsum(-1)
+        u = torch.stack([torch.rand(1, generator=g) for g in gens]) * cdf[:, -1:]
+        pick = torch.searchsorted(cdf, u).clamp(max=cdf.shape[-1] - 1)
+        return idx.gather(-1, pick).squeeze(-1).tolist()

@@ -33,8 +33,8 @@ class OpenAIBackend(Backend):
         self.http = httpx.Client(base_url=self.base_url, timeout=timeout_s, limits=limits)
         self.pool = ThreadPoolExecutor(max_workers=max_batch, thread_name_prefix="whale-openai")
         self._use_tokenizer(model_dir)
-        served = self._served_model()
-        self.model = served["id"]
+        served = self._model_entry()
+        self.served_model = served["id"]
         self.weights_id = served.get("weights_id") or local_weights_id(model_dir)
 
     def _use_tokenizer(self, model_dir: str) -> None:
@@ -44,7 +44,7 @@ class OpenAIBackend(Backend):
         self.eos_id = self.tokenizer.eos_token_id
         self.model_dir = str(model_dir)
 
-    def _served_model(self) -> dict:
+    def _model_entry(self) -> dict:
         reply = self._check(self.http.get("/models"), "GET /models")
         data = reply.json().get("data") or []
         if not data:
@@ -64,7 +64,7 @@ class OpenAIBackend(Backend):
             return self._restarted_on(model_dir, path)
         self._check(reply, "POST /load")
         self._use_tokenizer(model_dir)
-        served = self._served_model().get("weights_id")
+        served = self._model_entry().get("weights_id")
         if served is None:
             raise RuntimeError(f"{self.base_url} accepted /load but reports no weights_id in /models")
         self.weights_id = served
@@ -73,14 +73,14 @@ class OpenAIBackend(Backend):
     def _restarted_on(self, model_dir: str, path: str) -> str:
         """No hot swap (vLLM): accept only a server already (re)started on ``model_dir``."""
         wanted = local_weights_id(model_dir)
-        served = self._served_model()
+        served = self._model_entry()
         root = served.get("root") or served["id"]
         if wanted != self.weights_id and str(Path(root).resolve()) != path:
             raise RuntimeError(
                 f"{self.base_url} cannot load new weights (no /v1/load) and serves {root!r}: restart the "
                 f"server on the new checkpoint (vllm serve {path}) and call load() again")
         self._use_tokenizer(model_dir)
-        self.model, self.weights_id = served["id"], wanted
+        self.served_model, self.weights_id = served["id"], wanted
         return self.weights_id
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
@@ -89,7 +89,7 @@ class OpenAIBackend(Backend):
 
     def _body(self, req: GenRequest, sampling: Sampling) -> dict:
         body = {
-            "model": self.model, "prompt": req.ids, "max_tokens": req.max_new_tokens,
+            "model": self.served_model, "prompt": req.ids, "max_tokens": req.max_new_tokens,
             "temperature": sampling.temperature, "top_p": sampling.top_p,
             # -1 disables top-k in every vLLM version (0 only in recent ones)
             "top_k": sampling.top_k if sampling.top_k > 0 else -1,

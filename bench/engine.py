@@ -1,0 +1,136 @@
+"""Throughput of the batched engine path against a per-episode ``model.generate`` loop.
+
+Both run the same model object on the same chat prompts with the same token limit and
+sampling, one after the other in this process, so they share the machine's load; the ratio
+is what batching across episodes buys. ``--http`` adds the scale path: the same requests
+through ``OpenAIBackend`` against a loopback ``whale serve``.
+
+    python bench/engine.py                               # SmolLM2 at data/model, 32 x 64 tokens
+    python bench/engine.py --prompts 8 --new-tokens 16   # quick
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+
+from whale.backends.base import GenRequest, Sampling
+from whale.backends.hf import TransformersBackend
+from whale.chat import ChatFormat
+
+TOPICS = ["rainbows", "prime numbers", "tides", "photosynthesis", "chess openings", "volcanoes",
+          "the Roman calendar", "binary search", "compound interest", "bird migration", "glaciers"]
+
+
+def prompts(chat: ChatFormat, n: int) -> list[list[int]]:
+    """``n`` distinct chat prompts of varied length (deterministic)."""
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        detail = " Mention one surprising fact." * (i % 4)
+        out.append(chat.opening([{"role": "user", "content": f"Q{i}: explain {topic} in {1 + i % 3} sentences.{detail}"}]))
+    return out
+
+
+def timed(fn) -> tuple[float, float, object]:
+    """Wall seconds, CPU seconds of this process (all threads) and the result.
+
+    On a shared machine wall time depends on the neighbours; CPU time mostly does not.
+    """
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def batched(backend: TransformersBackend, requests: list[GenRequest], sampling: Sampling) -> tuple:
+    wall, cpu, results = timed(lambda: backend.generate(requests, sampling))
+    return wall, cpu, sum(len(r.ids) for r in results)
+
+
+@torch.no_grad()
+def per_episode(model, requests: list[GenRequest], sampling: Sampling, eos_id: int) -> tuple:
+    """One ``model.generate`` call per episode: what an engine without cross-episode batching does."""
+    def run() -> int:
+        tokens = 0
+        for req in requests:
+            torch.manual_seed(req.seed)
+            ids = torch.tensor([req.ids])
+            kwargs = {"do_sample": False}
+            if sampling.temperature > 0:
+                kwargs = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p,
+                          "top_k": sampling.top_k}  # 0 disables top-k here too
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=req.max_new_tokens,
+                                 eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
+            tokens += out.shape[1] - ids.shape[1]
+        return tokens
+
+    return timed(run)
+
+
+def over_http(model_dir: str, requests: list[GenRequest], sampling: Sampling, dtype: str) -> tuple:
+    from whale.backends.openai import OpenAIBackend
+    from whale.serve import make_server
+
+    server = make_server(model_dir, dtype=dtype, max_batch=len(requests)).start()
+    backend = OpenAIBackend(server.base_url, model_dir, max_batch=len(requests))
+    try:
+        backend.generate(requests[:1], Sampling(temperature=0.0))  # warm the connection and the model
+        wall, cpu, results = timed(lambda: backend.generate(requests, sampling))
+        return wall, cpu, sum(len(r.ids) for r in results)
+    finally:
+        backend.close()
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", default="data/model")
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = torch's default)")
+    ap.add_argument("--http", action="store_true", help="also measure OpenAIBackend against a loopback whale serve")
+    ap.add_argument("--json", help="also write the numbers to this file")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    backend = TransformersBackend(args.model_dir, dtype=args.dtype, max_batch=args.prompts)
+    sampling = Sampling(args.temperature, args.top_p, args.top_k)
+    requests = [GenRequest(ids, args.new_tokens, seed=args.seed + i)
+                for i, ids in enumerate(prompts(ChatFormat(backend.tokenizer), args.prompts))]
+    print(f"model {args.model_dir} ({args.dtype}), {args.prompts} prompts x {args.new_tokens} new tokens, "
+          f"{sampling}, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}")
+    backend.generate(requests[:1], Sampling(temperature=0.0))  # first-call overheads stay out of both timings
+
+    rows = {"batched": batched(backend, requests, sampling),
+            "per_episode": per_episode(backend.model, requests, sampling, backend.eos_id)}
+    if args.http:
+        rows["http"] = over_http(args.model_dir, requests, sampling, args.dtype)
+    report = {name: {"tokens": n, "wall_s": round(w, 2), "cpu_s": round(c, 2), "tok_per_s": round(n / w, 1),
+                     "tok_per_cpu_s": round(n / c, 1)} for name, (w, c, n) in rows.items()}
+    for name, r in report.items():
+        print(f"{name:12s} {r['tokens']:6d} tokens  wall {r['wall_s']:8.2f} s {r['tok_per_s']:7.1f} tok/s"
+              f"  cpu {r['cpu_s']:8.2f} s {r['tok_per_cpu_s']:7.1f} tok/cpu-s")
+    b, p = report["batched"], report["per_episode"]
+    report["speedup_wall"] = round(b["tok_per_s"] / p["tok_per_s"], 2)
+    report["speedup_cpu"] = round(b["tok_per_cpu_s"] / p["tok_per_cpu_s"], 2)
+    print(f"batched / per-episode: {report['speedup_wall']}x tok/s, {report['speedup_cpu']}x tok/cpu-s "
+          f"(load average now {os.getloadavg()[0]:.1f})")
+    if args.json:
+        tmp = f"{args.json}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"args": vars(args), **report}, fh, indent=2)
+        os.replace(tmp, args.json)
+    return report
+
+
+if __name__ == "__main__":
+    main()

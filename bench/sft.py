@@ -1,0 +1,92 @@
+"""Seconds per RSFT step and peak RSS of the trainer on the real model.
+
+    .venv/bin/python bench/sft.py [--model data/model] [--rollouts 8] [--tokens 260] [--steps 3]
+
+Builds ``--rollouts`` two-turn ChatML tool episodes of about ``--tokens`` tokens each (prompt and
+observation masked out, both assistant turns trained), then times ``RSFTTrainer.step`` on them.
+The first step carries one-off costs (allocator, kernels), so the mean excludes it when there are
+more. Prints one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import time
+from pathlib import Path
+
+WORDS = ("the model reads a passage and answers with a short span the verifier checks against gold "
+         "tools return observations that the harness renders into the next user message").split()
+
+
+def filler(rng: random.Random, n_words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
+
+
+def build_rollouts(tokenizer, n: int, tokens: int, seed: int) -> list:
+    """``n`` rollouts of about ``tokens`` tokens: 40% prompt, 30% call, 10% observation, 20% answer."""
+    from whale.types import Rollout
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        segments = [
+            (f"<|im_start|>system\n{filler(rng, 20)}<|im_end|>\n<|im_start|>user\n{filler(rng, tokens * 4 // 10 - 35)}"
+             "<|im_end|>\n<|im_start|>assistant\n", 0),
+            (f"<search>{filler(rng, tokens * 3 // 10 - 8)}</search><|im_end|>", 1),
+            (f"\n<|im_start|>user\n<tool_response>{filler(rng, tokens // 10 - 14)}</tool_response><|im_end|>\n"
+             "<|im_start|>assistant\n", 0),
+            (f"<answer>{filler(rng, tokens * 2 // 10 - 6)}</answer><|im_end|>", 1),
+        ]
+        ids, mask = [], []
+        for text, bit in segments:
+            piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids, mask = ids + piece, mask + [bit] * len(piece)
+        out.append(Rollout(run_id="bench", cycle=0, phase="weight", step=0, split="weight", example_id=f"b{i}",
+                           sample_idx=0, harness_id="bench", weights_id="bench", seed=seed, reward=1.0,
+                           token_ids=ids, mask=mask))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="data/model")
+    parser.add_argument("--rollouts", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=260)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--mini-batch", type=int, default=8)
+    parser.add_argument("--micro-batch", type=int, default=4)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--activation-checkpointing", action="store_true")
+    args = parser.parse_args()
+
+    from whale.sft import RSFTConfig, RSFTTrainer
+
+    if not (Path(args.model) / "model.safetensors").exists():
+        raise SystemExit(f"{args.model}: no model.safetensors (run `whale model export` first)")
+    config = RSFTConfig(lr=1e-5, mini_batch=args.mini_batch, micro_batch=args.micro_batch, dtype=args.dtype,
+                        activation_checkpointing=args.activation_checkpointing)
+    t0 = time.perf_counter()
+    trainer = RSFTTrainer(args.model, config)
+    init_s = time.perf_counter() - t0
+    rollouts = build_rollouts(trainer.tokenizer, args.rollouts, args.tokens, seed=0)
+    steps = [trainer.step(rollouts) for _ in range(args.steps)]
+    times = [s["wall_s"] for s in steps]
+    timed = times[1:] or times
+    print(json.dumps({
+        "model": args.model, "dtype": args.dtype, "rollouts": args.rollouts,
+        "mean_tokens_per_rollout": sum(len(r.token_ids) for r in rollouts) / len(rollouts),
+        "trained_tokens_per_step": steps[0]["tokens"], "mini_batch": args.mini_batch,
+        "micro_batch": args.micro_batch, "activation_checkpointing": args.activation_checkpointing,
+        "optimizer_steps_per_step": steps[0]["optimizer_steps"], "init_s": round(init_s, 2),
+        "step_s": [round(t, 2) for t in times], "s_per_step": round(sum(timed) / len(timed), 2),
+        "losses": [round(s["loss"], 4) for s in steps],
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "threads": __import__("torch").get_num_threads(), "load_avg_1m": round(os.getloadavg()[0], 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()

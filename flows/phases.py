@@ -1,0 +1,108 @@
+"""The two phases, composed from the Prefect tasks. A phase is complete only when its row in
+``phases`` exists, and that row is written after the phase's outputs are durable (checkpoint
+saved, accepted harness archived), so a rerun after a crash redoes the phase from its last
+durable point and never mistakes a half-done phase for a finished one."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tasks.evaluate import spent_rollouts
+from tasks.harness import evaluate_harness, propose_harnesses, select_harness, validate_candidate
+from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
+from whale.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
+from whale.runtime import Run
+from whale.schedule import Decision, harness_patience, weight_patience
+
+
+@dataclass
+class PhaseEnd:
+    harness_id: str
+    weights_id: str
+    last_step: int
+    reason: str
+
+
+def completed(run: Run, cycle: int, phase: str) -> PhaseEnd | None:
+    row = run.store.query("SELECT harness_id, weights_id, last_step, reason FROM phases "
+                          "WHERE run_id = ? AND cycle = ? AND phase = ?", [run.run_id, cycle, phase])
+    return PhaseEnd(*row[0]) if row else None
+
+
+def record(run: Run, cycle: int, phase: str, first: int, end: PhaseEnd) -> PhaseEnd:
+    run.store.insert("phases", [{"run_id": run.run_id, "cycle": cycle, "phase": phase, "first_step": first,
+                                 "last_step": end.last_step, "harness_id": end.harness_id,
+                                 "weights_id": end.weights_id, "decision": "end", "reason": end.reason}])
+    print(f"cycle {cycle} {phase} phase ended: {end.reason} (harness {end.harness_id}, weights {end.weights_id})")
+    return end
+
+
+def over_budget(run: Run, cost: int) -> Decision:
+    cap = run.params["schedule"].get("max_rollouts", 0)
+    if cap and spent_rollouts(run) + cost > cap:
+        return Decision(True, f"budget: {cap} rollouts")
+    return Decision(False)
+
+
+def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_steps: int,
+                 adaptive: dict | None = None, checkpoint_every: int | None = None) -> PhaseEnd:
+    """Online RSFT from ``first_step`` for at most ``max_steps`` steps (fewer under ``adaptive``)."""
+    done = completed(run, cycle, "weight")
+    if done:
+        return done
+    rsft = run.params["rsft"]
+    trainer = run.ensure_trainer()
+    ckpt = latest_checkpoint(run.ckpt_root)
+    step = max(first_step, int(ckpt.name.split("-")[1]) if ckpt else 0)
+    every = checkpoint_every if checkpoint_every is not None else rsft["checkpoint_every"]
+    reason = f"fixed length: {max_steps} steps"
+    while step < first_step + max_steps:
+        budget = over_budget(run, rsft["prompt_batch"] * rsft["k"])
+        if budget.stop:
+            reason = budget.reason
+            break
+        rollouts = sample_rollouts(run, cycle, step, harness_id)
+        accepted = filter_by_verifier(rollouts, rsft["threshold"])
+        row = sft_step(run, cycle, step, rollouts, accepted)
+        loss = "skipped (nothing accepted)" if row["skipped"] else f"loss {row['loss']:.3f}"
+        print(f"RSFT step {step}: train reward {row['reward_mean']:.3f}, "
+              f"accepted {row['accepted']}/{row['total']}, {loss}")
+        step += 1
+        if every and step % every == 0 and step < first_step + max_steps:
+            save_checkpoint(trainer, checkpoint_dir(run.ckpt_root, step))
+        if adaptive:
+            d = weight_patience(run.store, run.run_id, first_step, step - 1, **adaptive)
+            if d.stop:
+                reason = d.reason
+                break
+    wid = save_checkpoint(trainer, checkpoint_dir(run.ckpt_root, step))
+    run.engine.backend.check_serving(wid)
+    return record(run, cycle, "weight", first_step, PhaseEnd(harness_id, wid, step - 1, reason))
+
+
+def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = None,
+                  adaptive: dict | None = None, prompt_only: bool = False) -> PhaseEnd:
+    """Iteration 1 re-evaluates ``incoming`` under the current weights; then proposer iterations.
+    The accepted harness is the phase's best (incoming included); written only at the end."""
+    done = completed(run, cycle, "harness")
+    if done:
+        return done
+    evaluate_harness(run, cycle, 1, incoming)
+    it, M = 1, run.params["harness_search"]["M"]
+    n_harness = len(run.domain.examples("harness"))
+    while True:
+        if adaptive:
+            d = harness_patience(run.store, run.run_id, cycle, run.weights_id, it, **adaptive)
+        else:
+            d = Decision(it >= iterations, f"fixed length: {iterations} iterations")
+        d = d if d.stop else over_budget(run, M * n_harness)
+        if d.stop:
+            reason = d.reason
+            break
+        it += 1
+        best = select_harness(run, cycle)["harness_id"]
+        for hid in propose_harnesses(run, cycle, it, best, prompt_only):
+            if validate_candidate(run, hid, best, prompt_only):
+                evaluate_harness(run, cycle, it, hid, smoke=True)
+    best = select_harness(run, cycle)
+    print(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})")
+    return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason))

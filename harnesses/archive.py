@@ -1,0 +1,66 @@
+"""The persistent harness archive of a run: every harness ever evaluated, content-addressed.
+
+Sources live as ``runs/<run>/harnesses/<harness_id>.py`` (DVC-tracked with the run); metadata
+(parents, origin, hypothesis, axis, components, status, error) is the ``harnesses`` table and
+scores per weights id are the ``scores`` table of the run's DuckDB. One archive spans all cycles
+of a run, so a proposer sees every earlier hypothesis, not just this phase's.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from whale.engine import harness_id
+from whale.store import Store
+
+STATUSES = ("ok", "invalid", "error", "pending")
+
+
+class Archive:
+    def __init__(self, run_dir: Path, store: Store, domain: str):
+        self.dir = Path(run_dir) / "harnesses"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.store, self.domain = store, domain
+
+    def path(self, hid: str) -> Path:
+        return self.dir / f"{hid}.py"
+
+    def source(self, hid: str) -> str:
+        path = self.path(hid)
+        if not path.exists():
+            raise FileNotFoundError(f"harness {hid} is not in the archive {self.dir}")
+        return path.read_text()
+
+    def add(self, source: str, origin: str, parents: list[str] | None = None, hypothesis: str = "",
+            axis: str = "", components: list[str] | None = None, cycle: int = 0, iteration: int = 0) -> str:
+        """Archive a harness (idempotent: the same source is the same harness); return its id."""
+        hid = harness_id(source)
+        path = self.path(hid)
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(source)
+            tmp.replace(path)
+        self.store.insert("harnesses", [{
+            "harness_id": hid, "domain": self.domain, "path": str(path), "parents": parents or [],
+            "origin": origin, "hypothesis": hypothesis, "axis": axis, "components": components or [],
+            "status": "pending", "error": None, "cycle": cycle, "iteration": iteration,
+        }])
+        return hid
+
+    def set_status(self, hid: str, status: str, error: str | None = None) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown harness status {status!r}")
+        self.store.con.execute("UPDATE harnesses SET status = ?, error = ? WHERE harness_id = ?", [status, error, hid])
+
+    def status(self, hid: str) -> tuple[str, str | None] | None:
+        row = self.store.query("SELECT status, error FROM harnesses WHERE harness_id = ?", [hid])
+        return row[0] if row else None
+
+    def lineage(self, hid: str) -> list[str]:
+        """``hid`` and its ancestors through first parents, newest first."""
+        chain, seen = [], set()
+        while hid and hid not in seen:
+            chain.append(hid)
+            seen.add(hid)
+            row = self.store.query("SELECT parents FROM harnesses WHERE harness_id = ?", [hid])
+            hid = row[0][0][0] if row and row[0][0] else None
+        return chain

@@ -1,0 +1,192 @@
+"""The offline proposer: failure-directed edits of the incumbent's source, no network.
+
+It reads the incumbent's failure profile from the harness-split rollouts (how often episodes end
+unformatted, truncated, at the turn cap, with a wrong answer, with a tool error, without using a
+tool), ranks the domain's primitives by the failures they address times a prior, and applies the
+best ones to the incumbent's source, one mechanism per candidate. Primitives already in the
+incumbent's lineage and sources already in the archive are skipped. Seeded randomness only breaks
+ties, so the same run state and seed give the same candidates. Candidates are ordinary harness
+modules: the incumbent's code plus a short commented layer or an in-place edit.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import random
+import re
+
+import duckdb
+
+from harnesses.proposers.base import Candidate, Proposal, ProposerContext, proposer_view
+from harnesses.proposers.primitives import (
+    FAILURES, DomainInfo, Edit, NotApplicable, Primitive, applied_tags, library,
+)
+from harnesses.sandbox import static_violations
+
+# A primitive that addresses none of the measured failures still ranks by its prior.
+BASE_RATE = 0.05
+_TOOL_ERROR = re.compile(r"error|traceback|exception", re.I)
+
+
+def harness_id(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
+    """Rates of each failure kind over ``harness_id``'s harness-split rollouts.
+
+    Uses the latest weights that have rollouts for this harness (the incumbent is re-evaluated
+    after each weight phase). Kinds: ``not_formatted`` (no parsable answer, errors excluded),
+    ``wrong`` (parsable but reward 0), ``truncated``, ``turn_cap``, ``error`` (stop reasons),
+    ``tool_error`` (an observation shown to the model mentions an error or traceback),
+    ``no_tool`` (nothing but the opening prompt was ever shown: no tool result, no nudge).
+    Also ``n``, ``success``, ``mean_turns``, ``mean_tokens_out`` and ``weights_id``.
+    """
+    rows = con.execute(
+        """
+        WITH latest AS (
+            SELECT weights_id FROM rollouts WHERE harness_id = ? AND split = 'harness'
+            GROUP BY weights_id ORDER BY max(cycle) DESC, max(step) DESC, weights_id LIMIT 1)
+        SELECT weights_id, stop_reason, formatted, reward, turns, tokens_out, messages
+        FROM rollouts WHERE harness_id = ? AND split = 'harness'
+          AND weights_id = (SELECT weights_id FROM latest)
+        """, [harness_id, harness_id]).fetchall()
+    profile = {"n": len(rows), "weights_id": rows[0][0] if rows else None, "success": 0.0,
+               "mean_turns": 0.0, "mean_tokens_out": 0.0, **{k: 0.0 for k in FAILURES}}
+    if not rows:
+        return profile
+    counts = dict.fromkeys(FAILURES, 0)
+    for _, stop, formatted, reward, _, _, messages in rows:
+        counts["error"] += stop == "error"
+        counts["truncated"] += stop == "truncated"
+        counts["turn_cap"] += stop == "turn_cap"
+        counts["not_formatted"] += stop != "error" and not formatted
+        counts["wrong"] += bool(formatted) and (reward or 0) <= 0
+        shown = _observations(messages)
+        counts["tool_error"] += any(_TOOL_ERROR.search(text) for text in shown)
+        counts["no_tool"] += stop != "error" and not shown
+    n = len(rows)
+    profile.update({k: v / n for k, v in counts.items()})
+    profile["success"] = sum((r[3] or 0) > 0 for r in rows) / n
+    profile["mean_turns"] = sum(r[4] or 0 for r in rows) / n
+    profile["mean_tokens_out"] = sum(r[5] or 0 for r in rows) / n
+    return profile
+
+
+def _observations(messages) -> list[str]:
+    """Contents of the non-assistant messages after the first assistant turn."""
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    out, spoke = [], False
+    for m in messages or []:
+        if m.get("role") == "assistant":
+            spoke = True
+        elif spoke:
+            out.append(str(m.get("content", "")))
+    return out
+
+
+def lineage_components(con: duckdb.DuckDBPyConnection, harness_id: str) -> list[str]:
+    """Components of ``harness_id`` and all its ancestors (oldest first, no repeats)."""
+    order, seen, frontier = [], set(), [harness_id]
+    while frontier:
+        hid = frontier.pop(0)
+        if hid in seen:
+            continue
+        seen.add(hid)
+        row = con.execute("SELECT components, parents FROM harnesses WHERE harness_id = ?", [hid]).fetchone()
+        if row:
+            order.append(list(row[0] or []))
+            frontier += list(row[1] or [])
+    out = []
+    for components in reversed(order):
+        out += [c for c in components if c not in out]
+    return out
+
+
+def rank(primitives: tuple[Primitive, ...], profile: dict, rng: random.Random) -> list[Primitive]:
+    """Primitives by prior x (rate of the failures they address + a base rate); ties by ``rng``."""
+    draws = [rng.random() for _ in primitives]
+    scored = [(-round(p.prior * (sum(profile.get(a, 0.0) for a in p.addresses) + BASE_RATE), 9), d, i)
+              for i, (p, d) in enumerate(zip(primitives, draws))]
+    return [primitives[i] for _, _, i in sorted(scored)]
+
+
+def masked(source: str) -> str:
+    """The syntax tree with every string constant blanked (prompt-only mode compares these)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""
+    return ast.dump(tree, include_attributes=False)
+
+
+class OfflineProposer:
+    name = "offline"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def propose(self, ctx: ProposerContext) -> Proposal:
+        incumbent = (ctx.archive_dir / f"{ctx.incumbent_id}.py").read_text()
+        view = proposer_view(ctx)
+        try:
+            profile = failure_profile(view, ctx.incumbent_id)
+            lineage = lineage_components(view, ctx.incumbent_id)
+        finally:
+            view.close()
+        lineage += [t for t in applied_tags(incumbent) if t not in lineage]
+        info, primitives = library(ctx.domain)
+        if ctx.prompt_only:
+            primitives = tuple(p for p in primitives if p.prompt_only)
+        rng = random.Random(f"offline:{self.seed}:{ctx.cycle}:{ctx.iteration}")
+        edits = self._edits(rank(primitives, profile, rng), incumbent, info, lineage, ctx)
+        chosen = _diverse(edits, ctx.M)
+        candidates = [Candidate(source=e.source, hypothesis=_hypothesis(p, profile, ctx.incumbent_id),
+                                axis=p.axis, components=lineage + [e.tag], parents=[ctx.incumbent_id],
+                                origin="offline") for p, e in chosen]
+        return Proposal(candidates=candidates, proposer=self.name, model=None)
+
+    @staticmethod
+    def _edits(ranked: list[Primitive], incumbent: str, info: DomainInfo, lineage: list[str],
+               ctx: ProposerContext) -> list[tuple[Primitive, Edit]]:
+        """Applicable, new, valid edits of the incumbent, in rank order."""
+        out, seen = [], set()
+        base = masked(incumbent) if ctx.prompt_only else None
+        for p in ranked:
+            try:
+                edit = p.apply(incumbent, info)
+            except NotApplicable:
+                continue
+            hid = harness_id(edit.source)
+            if (edit.tag in lineage or hid in seen or (ctx.archive_dir / f"{hid}.py").exists()
+                    or static_violations(edit.source)):
+                continue
+            if base is not None and masked(edit.source) != base:
+                continue
+            seen.add(hid)
+            out.append((p, edit))
+        return out
+
+
+def _diverse(edits: list[tuple[Primitive, Edit]], m: int) -> list[tuple[Primitive, Edit]]:
+    """The best ``m`` edits, one per axis first (as the Claude proposer is asked to), then by rank."""
+    chosen, axes = [], set()
+    for p, e in edits:
+        if len(chosen) < m and p.axis not in axes:
+            chosen.append((p, e))
+            axes.add(p.axis)
+    for pe in edits:
+        if len(chosen) < m and pe not in chosen:
+            chosen.append(pe)
+    return sorted(chosen, key=edits.index)
+
+
+def _hypothesis(p: Primitive, profile: dict, incumbent_id: str) -> str:
+    """The primitive's claim plus the evidence it was chosen on."""
+    if not profile["n"]:
+        return f"{p.hypothesis} (no harness-split rollouts of {incumbent_id} yet)"
+    seen = sorted((a for a in p.addresses if profile[a] > 0), key=lambda a: -profile[a])
+    rates = ", ".join(f"{a.replace('_', ' ')} {profile[a]:.0%}" for a in seen) or "none of its failures seen"
+    return f"{p.hypothesis} (incumbent {incumbent_id}: {rates} of {profile['n']} harness rollouts)"

@@ -1,0 +1,26 @@
+"""The offline proposer's library: per domain, the answer format and the primitives to try.
+
+``library(domain)`` returns ``(DomainInfo, primitives)``: the common primitives (nudges, answer
+prefix, budgets, prompt sentences) followed by the domain's own.
+"""
+from __future__ import annotations
+
+import importlib
+
+from harnesses.proposers.primitives.common import (
+    COMMON, FAILURES, DomainInfo, Edit, Primitive,
+)
+from harnesses.proposers.primitives.edit import NotApplicable, applied_tags
+
+DOMAINS = ("math_reasoning", "search_qa", "chess_puzzles")
+
+__all__ = ["DOMAINS", "FAILURES", "DomainInfo", "Edit", "NotApplicable", "Primitive",
+           "applied_tags", "library"]
+
+
+def library(domain: str) -> tuple[DomainInfo, tuple[Primitive, ...]]:
+    if domain not in DOMAINS:
+        raise ValueError(f"the offline proposer has no primitives for domain {domain!r}; "
+                         f"known: {', '.join(DOMAINS)}")
+    module = importlib.import_module(f"harnesses.proposers.primitives.{domain}")
+    return module.INFO, COMMON + module.PRIMITIVES

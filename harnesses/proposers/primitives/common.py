@@ -1,0 +1,198 @@
+"""Primitives every domain shares, and the types of the library.
+
+A primitive is one mechanism: a function that edits a harness's source, plus what the proposer
+needs to choose it (the failures it addresses, a prior, the axis it changes, whether it touches
+prompt text only). Domain modules supply a ``DomainInfo`` (the answer format and the sentences to
+use) and their own primitives; ``harnesses.proposers.primitives.library`` puts them together.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+from typing import Callable
+
+from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET
+from harnesses.proposers.primitives.edit import (
+    NotApplicable, add_layer, append_sentence, class_constant, quote, raw, set_class_constant,
+)
+
+# The failure kinds a failure profile measures (rates over the incumbent's rollouts).
+FAILURES = ("not_formatted", "truncated", "turn_cap", "wrong", "error", "tool_error", "no_tool")
+
+
+@dataclass(frozen=True)
+class DomainInfo:
+    """What the common primitives need to know about a domain's answer format."""
+
+    name: str
+    marker: str  # text that names the answer format in a prompt ("\\boxed{", "<answer>")
+    answer_pattern: str  # regex: a turn holds an answer the verifier can parse
+    answer_prefix: str  # assistant prefill that opens the answer
+    answer_stop: str  # stop string that closes it
+    answer_tokens: int  # room for the answer after the prefix
+    nudge: str  # user message asking for the answer in the format
+    checklist: str  # a checklist sentence for the instructions
+    reminder: str  # the format restated with an example
+    tool_hint: str  # a sentence on when and how to use the domain's tool
+    answer_style: str  # a sentence on what the answer itself should look like
+
+
+@dataclass(frozen=True)
+class Edit:
+    source: str
+    tag: str
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """One mechanism. ``edit(source, info, self)`` returns an Edit or raises NotApplicable."""
+
+    name: str
+    axis: str
+    hypothesis: str
+    addresses: tuple[str, ...]
+    prior: float
+    edit: Callable[[str, DomainInfo, "Primitive"], Edit]
+    prompt_only: bool = False
+
+    def apply(self, source: str, info: DomainInfo) -> Edit:
+        return self.edit(source, info, self)
+
+
+def layer(source: str, p: Primitive, body: str, needs: tuple[str, ...] = (), tag: str | None = None,
+          **values) -> Edit:
+    """A subclass layer from a ``string.Template`` body (``$name`` placeholders, no other ``$``)."""
+    tag = tag or p.name
+    return Edit(add_layer(source, tag, p.hypothesis, Template(body).substitute(values), needs), tag)
+
+
+def more_turns(source: str, extra: int) -> int:
+    turns = class_constant(source, "max_turns") + extra
+    if turns > HARD_MAX_TURNS:
+        raise NotApplicable(f"max_turns would exceed the hard cap of {HARD_MAX_TURNS}")
+    return turns
+
+
+# --- edits -----------------------------------------------------------------------------------
+
+def format_nudge(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        max_turns = $turns
+        nudge_answer = re.compile($pattern)
+        nudge_text = $nudge
+        nudge_sent = False
+        nudge_turns = 0
+        nudge_last = ""
+
+        def act(self, completion):
+            self.nudge_turns += 1
+            self.nudge_last = completion
+            return self.nudge_or(super().act(completion))
+
+        def observe(self, observation):
+            return self.nudge_or(super().observe(observation))
+
+        def nudge_or(self, action):
+            # an episode about to end without a parsable answer asks for it once, if a turn is left
+            if (isinstance(action, Finish) and not self.nudge_sent and self.nudge_turns < self.max_turns
+                    and not self.nudge_answer.search(self.nudge_last)):
+                self.nudge_sent = True
+                return Prompt(messages=[{"role": "user", "content": self.nudge_text}], max_new_tokens=96)
+            return action
+        ''', ("re", "Prompt", "Finish"), turns=more_turns(source, 1), pattern=raw(info.answer_pattern),
+        nudge=quote(info.nudge))
+
+
+def answer_prefix(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        prefill_turns = 0
+
+        def start(self, observation):
+            return self.prefill_last(super().start(observation))
+
+        def act(self, completion):
+            self.prefill_turns += 1
+            return self.prefill_last(super().act(completion))
+
+        def observe(self, observation):
+            return self.prefill_last(super().observe(observation))
+
+        def prefill_last(self, action):
+            # the last turn the engine allows opens with the answer tag, so it cannot miss the format
+            if isinstance(action, Prompt) and self.prefill_turns + 1 >= self.max_turns:
+                action.prefix = $prefix
+                action.stop = [$stop]
+                action.max_new_tokens = min(action.max_new_tokens, $tokens)
+            return action
+        ''', ("Prompt",), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
+        tokens=info.answer_tokens)
+
+
+def turns_up(extra: int):
+    def edit(source: str, info: DomainInfo, p: Primitive) -> Edit:
+        turns = more_turns(source, extra)
+        tag = f"max_turns_{turns}"
+        return Edit(set_class_constant(source, "max_turns", turns, tag, p.hypothesis), tag)
+    return edit
+
+
+def more_tokens(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    budget = min(2 * class_constant(source, "token_budget"), HARD_TOKEN_BUDGET)
+    if budget <= class_constant(source, "token_budget"):
+        raise NotApplicable("the token budget is at the hard cap")
+    return layer(source, p, r'''
+        token_budget = $budget
+
+        def start(self, observation):
+            return self.longer_turn(super().start(observation))
+
+        def act(self, completion):
+            return self.longer_turn(super().act(completion))
+
+        def observe(self, observation):
+            return self.longer_turn(super().observe(observation))
+
+        def longer_turn(self, action):
+            if isinstance(action, Prompt):
+                action.max_new_tokens = min(2 * action.max_new_tokens, self.token_budget)
+            return action
+        ''', ("Prompt",), tag=f"tokens_x2_{budget}", budget=budget)
+
+
+def sentence(pick: Callable[[DomainInfo], str]):
+    """A prompt-only edit: one sentence appended to the instruction that names the format."""
+    def edit(source: str, info: DomainInfo, p: Primitive) -> Edit:
+        return Edit(append_sentence(source, info.marker, "\n" + pick(info), p.name), p.name)
+    return edit
+
+
+BREVITY = "Keep the reply short: a few sentences at most before the answer."
+
+COMMON = (
+    Primitive("format_nudge", "retries", "episodes that end without a parsable answer get one "
+              "more turn asking for the answer in the required format",
+              ("not_formatted",), 1.0, format_nudge),
+    Primitive("answer_prefix", "parsing", "prefilling the answer tag on the last allowed turn "
+              "makes every episode end with a parsable answer", ("not_formatted", "truncated"),
+              1.0, answer_prefix),
+    Primitive("turns_plus_1", "budgets", "episodes hit the turn cap: one more turn lets them finish",
+              ("turn_cap",), 0.8, turns_up(1)),
+    Primitive("turns_plus_2", "budgets", "episodes hit the turn cap: two more turns let multi-step "
+              "episodes finish", ("turn_cap",), 0.5, turns_up(2)),
+    Primitive("more_tokens", "budgets", "turns are cut off by their token limit: twice the room "
+              "per turn and per episode lets the answer be written", ("truncated",), 0.8, more_tokens),
+    Primitive("checklist", "prompt", "a one-line checklist in the instructions makes the model "
+              "check its answer and the format before it ends", ("wrong", "not_formatted"), 0.5,
+              sentence(lambda info: info.checklist), prompt_only=True),
+    Primitive("format_reminder", "prompt", "restating the answer format with an example makes "
+              "the model write it", ("not_formatted",), 0.6, sentence(lambda info: info.reminder),
+              prompt_only=True),
+    Primitive("tool_hint", "prompt", "saying when and how to use the tool makes the model use it "
+              "before answering", ("no_tool", "wrong"), 0.5, sentence(lambda info: info.tool_hint),
+              prompt_only=True),
+    Primitive("answer_style", "prompt", "saying what the answer itself looks like keeps it short "
+              "and parsable", ("wrong", "not_formatted"), 0.4, sentence(lambda info: info.answer_style),
+              prompt_only=True),
+    Primitive("brevity", "prompt", "asking for a short reply keeps turns inside their token limit",
+              ("truncated",), 0.5, sentence(lambda info: BREVITY), prompt_only=True),
+)

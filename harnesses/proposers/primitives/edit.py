@@ -1,0 +1,240 @@
+"""Source edits the offline proposer makes on harness modules, located on the syntax tree.
+
+Three kinds, each leaving an ordinary module a person can read:
+- a **layer**: a commented ``class Harness(Harness)`` appended to the module. It rebinds the name
+  to a subclass of the previous harness, so the new behaviour wraps the old one through
+  ``super()`` (no dunder access needed) and the layers of a lineage read top to bottom;
+- a **class constant** (``max_turns``, ``token_budget``) changed where it is defined;
+- a **prompt sentence** appended to a prose string literal as an implicitly concatenated
+  literal, which changes string constants only (what prompt-only mode allows).
+Every edit marks itself with a ``# offline proposer: <tag>`` comment; ``applied_tags`` reads them.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import re
+import textwrap
+import tokenize
+
+MARK = "# offline proposer: "
+LAYER_MARK = "# --- offline proposer: "
+CONTRACT_DEFAULTS = {"max_turns": 2, "token_budget": 512}  # harnesses.contract.BaseHarness
+# Names a layer may use and the import that binds each when the module lacks it.
+IMPORTS = {
+    "re": "import re",
+    "Prompt": "from harnesses.contract import Prompt",
+    "Call": "from harnesses.contract import Call",
+    "Finish": "from harnesses.contract import Finish",
+}
+_TAG = re.compile(r"#(?: ---)? offline proposer: ([A-Za-z0-9_.+-]+)")
+
+
+class NotApplicable(Exception):
+    """The primitive has nothing to change in this harness (the edit would be a no-op)."""
+
+
+def quote(text: str) -> str:
+    """A Python literal for ``text``, double-quoted where that needs no escaping."""
+    r = repr(text)
+    if r[0] == "'" and '"' not in text:
+        r = '"' + r[1:-1] + '"'
+    return r
+
+
+def raw(pattern: str) -> str:
+    """A raw-string literal for a regular expression (readable backslashes)."""
+    if '"' in pattern or pattern.endswith("\\"):
+        return quote(pattern)
+    return 'r"' + pattern + '"'
+
+
+def applied_tags(source: str) -> list[str]:
+    """Tags of the offline edits already in ``source``, in order."""
+    return _TAG.findall(source)
+
+
+def module_names(tree: ast.Module) -> set[str]:
+    """Names bound at the top level of a module (imports, assignments, defs, classes)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def add_layer(source: str, tag: str, hypothesis: str, body: str, needs: tuple[str, ...] = ()) -> str:
+    """``source`` followed by a commented subclass layer; ``body`` is the class body (unindented)."""
+    bound = module_names(ast.parse(source))
+    imports = [IMPORTS[n] for n in needs if n not in bound]
+    header = textwrap.wrap(f"{tag}: {hypothesis}", 96, initial_indent=LAYER_MARK,
+                           subsequent_indent="#     ")
+    parts = [source.rstrip("\n"), "", "", *header, *imports, "class Harness(Harness):",
+             textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")]
+    return "\n".join(parts) + "\n"
+
+
+# --- class constants -------------------------------------------------------------------------
+
+def _classes(tree: ast.Module) -> list[ast.ClassDef]:
+    return [n for n in tree.body if isinstance(n, ast.ClassDef)]
+
+
+def _assigned(cls: ast.ClassDef, name: str) -> ast.AST | None:
+    """The value expression of the last ``name = ...`` in a class body."""
+    found = None
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            found = node.value
+    return found
+
+
+def _defining_value(tree: ast.Module, name: str) -> tuple[ast.AST | None, bool]:
+    """The expression that gives the final ``Harness`` its ``name`` and whether it is inherited
+    from the contract (True: no class in the module sets it)."""
+    classes = _classes(tree)
+    harnesses = [i for i, c in enumerate(classes) if c.name == "Harness"]
+    if not harnesses:
+        raise NotApplicable("the module defines no class Harness")
+    i = harnesses[-1]
+    while True:
+        cls = classes[i]
+        value = _assigned(cls, name)
+        if value is not None:
+            return value, False
+        base = cls.bases[0] if cls.bases else None
+        if not isinstance(base, ast.Name) or base.id == "BaseHarness":
+            return None, True
+        earlier = [j for j in range(i) if classes[j].name == base.id]
+        if not earlier:
+            raise NotApplicable(f"cannot follow base class {base.id!r} of {cls.name}")
+        i = earlier[-1]
+
+
+def class_constant(source: str, name: str) -> int:
+    """The integer ``name`` (``max_turns``, ``token_budget``) the final Harness class carries."""
+    tree = ast.parse(source)
+    value, inherited = _defining_value(tree, name)
+    if inherited:
+        return CONTRACT_DEFAULTS[name]
+    if isinstance(value, ast.Name):  # a module constant such as MAX_TURNS = 4
+        consts = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
+        value = consts[-1] if consts else value
+    try:
+        result = ast.literal_eval(value)
+    except ValueError:
+        raise NotApplicable(f"{name} is not a literal in this harness") from None
+    if not isinstance(result, int) or isinstance(result, bool):
+        raise NotApplicable(f"{name} is not an int in this harness")
+    return result
+
+
+def set_class_constant(source: str, name: str, value: int, tag: str, hypothesis: str) -> str:
+    """Change an int class constant where it is written, or add a one-line layer that sets it."""
+    tree = ast.parse(source)
+    node, inherited = _defining_value(tree, name)
+    if not inherited and isinstance(node, ast.Constant) and node.lineno == node.end_lineno:
+        lines = source.splitlines(keepends=True)
+        line = lines[node.lineno - 1].encode()
+        tail = line[node.end_col_offset:].decode().rstrip("\n")
+        text = line[:node.col_offset].decode() + str(value) + tail
+        if "#" not in tail and not tail.endswith("\\"):
+            text += f"  {MARK}{tag}"
+        lines[node.lineno - 1] = text + "\n"
+        return "".join(lines)
+    return add_layer(source, tag, hypothesis, f"{name} = {value}")
+
+
+# --- prompt sentences ------------------------------------------------------------------------
+
+def _prose_nodes(tree: ast.Module) -> list[tuple[ast.AST, str]]:
+    """String literals that are prompt text: (node, text), docstrings excluded.
+
+    An f-string qualifies only when it ends with literal text, so a sentence appended after it
+    merges into that text instead of adding a node (prompt-only mode compares the trees).
+    """
+    inside_fstring, docstrings = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            inside_fstring.update(id(v) for v in node.values)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            docstrings.add(id(node.value))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in inside_fstring and id(node) not in docstrings:
+                out.append((node, node.value))
+        elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[-1], ast.Constant):
+            out.append((node, "".join(v.value for v in node.values if isinstance(v, ast.Constant))))
+    out = [(n, t) for n, t in out if re.search(r"\s", t) and len(t) >= 20]
+    return sorted(out, key=lambda nt: (nt[0].lineno, nt[0].col_offset))
+
+
+def _start_scope(tree: ast.Module) -> tuple[set[int], set[str]]:
+    """Ids of the nodes inside ``start`` methods and the module names those methods read."""
+    inside, names = set(), set()
+    for cls in _classes(tree):
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "start":
+                for node in ast.walk(fn):
+                    inside.add(id(node))
+                    if isinstance(node, ast.Name):
+                        names.add(node.id)
+    return inside, names
+
+
+def instruction_literal(source: str, marker: str) -> tuple[ast.AST, str]:
+    """The prompt literal that carries the instructions: preferably one the ``start`` hook shows
+    (written in it or a module constant it reads), preferably one naming the answer format
+    (``marker``), then the first in the file."""
+    tree = ast.parse(source)
+    nodes = _prose_nodes(tree)
+    if not nodes:
+        raise NotApplicable("no prompt text found in this harness")
+    inside, names = _start_scope(tree)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in stmt.targets):
+            inside.update(id(n) for n in ast.walk(stmt.value))
+    ranked = sorted(nodes, key=lambda nt: (id(nt[0]) not in inside, marker not in nt[1]))
+    return ranked[0]
+
+
+def append_sentence(source: str, marker: str, sentence: str, tag: str) -> str:
+    """Append ``sentence`` to the instruction literal as one more implicitly concatenated piece."""
+    node, text = instruction_literal(source, marker)
+    if sentence.strip() in text:
+        raise NotApplicable("the prompt already says this")
+    lines = source.splitlines(keepends=True)
+    end = lines[node.end_lineno - 1].encode()
+    head, tail = end[:node.end_col_offset].decode(), end[node.end_col_offset:].decode().rstrip("\n")
+    piece = quote(sentence)
+    if node.end_lineno > node.lineno and _bracket_depth(source, node.end_lineno, len(head)) > 0:
+        # a literal spread over lines inside brackets: the new piece gets a line of its own
+        indent = re.match(r"[ \t]*", lines[node.end_lineno - 1]).group(0)
+        new = f"{head}\n{indent}{piece}{tail}"
+    else:
+        new = f"{head} {piece}{tail}"
+    if "#" not in tail and not tail.endswith("\\"):
+        new += f"  {MARK}{tag}"
+    lines[node.end_lineno - 1] = new + "\n"
+    return "".join(lines)
+
+
+def _bracket_depth(source: str, line: int, col: int) -> int:
+    """How many brackets are open at (line, col): a newline there continues the expression."""
+    depth = 0
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.start >= (line, col):
+            break
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+    return depth

@@ -1,0 +1,138 @@
+"""math_reasoning primitives: ask for a program and relay its output, repair failed programs,
+lenient code extraction, and ending on a turn that already holds the boxed answer.
+
+Facts used (domains/math_reasoning/notes.md): the verifier reads the last assistant message
+only and wants ``\\boxed{<integer>}``; ``Call("python", {"code": ...})`` extracts the first
+fenced block itself (an unclosed fence included); observations are
+``{"output", "ok", "timed_out"}`` or ``{"error"}``.
+"""
+from __future__ import annotations
+
+from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer, more_turns
+from harnesses.proposers.primitives.edit import class_constant
+
+BOXED = r"\\boxed\{\s*[+-]?[0-9][0-9,]*\s*\}"
+
+INFO = DomainInfo(
+    name="math_reasoning",
+    marker="\\boxed{",
+    answer_pattern=BOXED,
+    answer_prefix="\\boxed{",
+    answer_stop="}",
+    answer_tokens=16,
+    nudge="Now write only the final answer as an integer in \\boxed{}.",
+    checklist=("Checklist: read the question again, compute the answer exactly, "
+               "and check it before you reply."),
+    reminder="The final answer must be an integer inside \\boxed{}, for example \\boxed{42}.",
+    tool_hint=("Do not compute in your head: write a ```python block that prints the answer, "
+               "then read its output."),
+    answer_style="The answer is a single integer: digits only, no units, no words, no decimals.",
+)
+
+
+def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        max_turns = $turns
+        program_stage = "code"
+
+        def start(self, observation):
+            prompt = super().start(observation)
+            ask = ("Write a short Python program that computes the answer and prints it. "
+                   "Reply with the program only.")
+            users = [m for m in prompt.messages if m["role"] == "user"]
+            if users:
+                users[-1]["content"] += "\n\n" + ask
+            else:
+                prompt.messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})
+            # turn 1 is code: it continues an open fence and stops at the closing one
+            prompt.prefix = "```python\n"
+            prompt.stop = ["```"]
+            prompt.max_new_tokens = max(prompt.max_new_tokens, 200)
+            return prompt
+
+        def act(self, completion):
+            if self.program_stage == "code":
+                self.program_stage = "answer"
+                return Call("python", {"code": completion})
+            return Finish()
+
+        def observe(self, observation):
+            output = observation.get("output") or observation.get("error") or "[no output]"
+            text = (f"The program printed:\n{output}\n\n"
+                    "What is the final answer? Write it as an integer in \\boxed{}.")
+            # the answer turn continues "\boxed{" and stops at "}": the box is always closed
+            return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=16, stop=["}"],
+                          prefix="\\boxed{")
+        ''', ("Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2))
+
+
+def fix_on_error(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        max_turns = $turns
+        fix_turns = 0
+        fix_used = False
+        fix_pending = False
+
+        def act(self, completion):
+            self.fix_turns += 1
+            if self.fix_pending:
+                self.fix_pending = False
+                return Call("python", {"code": completion})
+            return super().act(completion)
+
+        def observe(self, observation):
+            failed = bool(observation.get("error")) or not observation.get("ok", True)
+            # one repair, and only while a turn stays free for the answer after it
+            if failed and not self.fix_used and self.fix_turns + 2 <= self.max_turns:
+                self.fix_used = self.fix_pending = True
+                shown = observation.get("error") or observation.get("output", "")
+                text = f"The program failed:\n{shown}\n\nWrite a corrected program that prints the answer."
+                return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=200,
+                              stop=["```"], prefix="```python\n")
+            return super().observe(observation)
+        ''', ("Prompt", "Call"), turns=more_turns(source, 1))
+
+
+def lenient_code(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        lenient_fence = re.compile(r"```")
+        lenient_answer = re.compile($boxed)
+        lenient_turns = 0
+
+        def act(self, completion):
+            self.lenient_turns += 1
+            action = super().act(completion)
+            # code in any fence (```py, ```Python, a bare ```) is a program too: the tool extracts it
+            if (isinstance(action, Finish) and self.lenient_turns < self.max_turns
+                    and self.lenient_fence.search(completion) and not self.lenient_answer.search(completion)):
+                return Call("python", {"code": completion})
+            return action
+        ''', ("re", "Call", "Finish"), boxed=f'r"{BOXED}"')
+
+
+def answer_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        answer_first_box = re.compile($boxed)
+
+        def act(self, completion):
+            action = super().act(completion)
+            # a turn that already holds a boxed integer is the answer: running its code would
+            # move the answer out of the last assistant message, the only one the verifier reads
+            if isinstance(action, Call) and self.answer_first_box.search(completion):
+                return Finish()
+            return action
+        ''', ("re", "Call", "Finish"), boxed=f'r"{BOXED}"')
+
+
+PRIMITIVES = (
+    Primitive("program_then_answer", "prompt", "ask for a program (open ```python fence), run it, "
+              "then ask for the answer with the prefix \\boxed{: the base model computes far better "
+              "in code than in its head", ("wrong", "not_formatted", "no_tool"), 1.2, program_then_answer),
+    Primitive("fix_on_error", "retries", "a failed program is shown with its error and gets one "
+              "corrected retry before the answer turn", ("tool_error",), 0.9, fix_on_error),
+    Primitive("lenient_code", "parsing", "programs written in other fences (```py, bare ```) are "
+              "run instead of ending the episode", ("no_tool", "wrong"), 0.5, lenient_code),
+    Primitive("answer_first", "parsing", "a turn that already has a boxed integer ends the episode "
+              "instead of running its code, so the answer stays in the last message",
+              ("not_formatted",), 0.6, answer_first),
+)

@@ -1,0 +1,209 @@
+"""search_qa primitives: retrieval arguments, query rewriting, a forced first search, the list of
+passages already read, and lenient parsing of search requests.
+
+Facts used (domains/search_qa/environment.py): ``Call("search", {"query", "top_k", "max_chars"})``
+with top_k in [1, 10] (default 3) and max_chars in [1, 4000] (default 800); the observation is
+``{"tool", "passages": [{"title", "text"}], "error"}``. The verifier reads the innermost
+``<answer>…</answer>`` of the last assistant message.
+"""
+from __future__ import annotations
+
+import ast
+
+from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer
+from harnesses.proposers.primitives.edit import NotApplicable, class_constant, quote
+
+INFO = DomainInfo(
+    name="search_qa",
+    marker="<answer>",
+    answer_pattern=r"(?s)<answer>.*?</answer>",
+    answer_prefix="<answer>",
+    answer_stop="</answer>",
+    answer_tokens=32,
+    nudge="Now give only the final answer inside <answer> and </answer> tags.",
+    checklist=("After each search, check whether the passage states the answer; "
+               "if it does not, search again with other words."),
+    reminder="End with the answer in tags, for example <answer>Marlow</answer>.",
+    tool_hint="Search before answering, with the names from the question in the query.",
+    answer_style="The answer is a short name, place or year copied from a passage, not a sentence.",
+)
+
+
+def literal_args(source: str, key: str) -> set:
+    """Every literal value the module gives ``key`` in a dict display or a ``x[key] = v``."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and k.value == key and isinstance(v, ast.Constant):
+                    found.add(v.value)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == key:
+                    found.add(node.value.value)
+    return found
+
+
+def set_search_arg(key: str, value: int, why: str):
+    def edit(source: str, info: DomainInfo, p: Primitive) -> Edit:
+        if literal_args(source, key) == {value}:
+            raise NotApplicable(f"every search already uses {key}={value}")
+        return layer(source, p, r'''
+            def act(self, completion):
+                action = super().act(completion)
+                # $why
+                if isinstance(action, Call) and action.tool == "search":
+                    action.args[$key] = $value
+                return action
+            ''', ("Call",), key=quote(key), value=value, why=why)
+    return edit
+
+
+def search_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    if class_constant(source, "max_turns") < 2:
+        raise NotApplicable("a forced search needs a second turn for the answer")
+    return layer(source, p, r'''
+        search_first_pending = True
+
+        def start(self, observation):
+            prompt = super().start(observation)
+            # the first turn opens a search, so every episode reads a passage before it answers
+            prompt.prefix = "<search>"
+            prompt.stop = ["</search>"]
+            return prompt
+
+        def act(self, completion):
+            first, self.search_first_pending = self.search_first_pending, False
+            action = super().act(completion)
+            query = completion.replace("<search>", "", 1).split("</search>")[0].strip()
+            if first and query and not isinstance(action, Call):
+                return Call("search", {"query": query})
+            return action
+        ''', ("Call",))
+
+
+def query_add_entity(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        entity_names = re.compile(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
+        entity_skip = {"Who", "Whom", "Whose", "What", "Where", "When", "Which", "Why", "How", "In", "The"}
+        entity_question = ""
+
+        def start(self, observation):
+            self.entity_question = observation.get("question", "")
+            return super().start(observation)
+
+        def act(self, completion):
+            action = super().act(completion)
+            # the question's names keep a drifting query on the entity the question is about
+            if isinstance(action, Call) and action.tool == "search":
+                query = str(action.args.get("query", ""))
+                names = [n for n in self.entity_names.findall(self.entity_question)
+                         if n not in self.entity_skip and n.lower() not in query.lower()]
+                if names:
+                    action.args["query"] = " ".join([query] + names).strip()
+            return action
+        ''', ("re", "Call"))
+
+
+def query_from_question(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        first_query_question = ""
+        first_query_done = False
+
+        def start(self, observation):
+            self.first_query_question = observation.get("question", "")
+            return super().start(observation)
+
+        def act(self, completion):
+            action = super().act(completion)
+            # the first search carries the whole question: BM25 on its words finds the subject's
+            # passage; later searches (the bridge of a two-hop question) stay the model's own
+            if isinstance(action, Call) and action.tool == "search" and not self.first_query_done:
+                self.first_query_done = True
+                query = str(action.args.get("query", ""))
+                action.args["query"] = " ".join([self.first_query_question, query]).strip()
+            return action
+        ''', ("Call",))
+
+
+def query_short(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        def act(self, completion):
+            action = super().act(completion)
+            # BM25 scores every word: the first line, at most 8 words, keeps the entity dominant
+            if isinstance(action, Call) and action.tool == "search":
+                lines = str(action.args.get("query", "")).strip().splitlines()
+                words = lines[0].split()[:8] if lines else []
+                if words:
+                    action.args["query"] = " ".join(words)
+            return action
+        ''', ("Call",))
+
+
+def retrieved_titles(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        def start(self, observation):
+            self.titles_read = []
+            return super().start(observation)
+
+        def observe(self, observation):
+            action = super().observe(observation)
+            for passage in observation.get("passages") or []:
+                if passage.get("title") not in self.titles_read:
+                    self.titles_read.append(passage.get("title"))
+            # naming what was already read steers the next search elsewhere
+            if isinstance(action, Prompt) and action.messages and self.titles_read:
+                action.messages[-1]["content"] += (
+                    "\n\nPassages read so far: " + "; ".join(str(t) for t in self.titles_read)
+                    + ". If they do not answer the question, search for something else.")
+            return action
+        ''', ("Prompt",))
+
+
+def lenient_search(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    return layer(source, p, r'''
+        lenient_query = re.compile(r"<search>\s*([^<\n]+)|\bsearch\s*[:(]\s*[\"']?([^\"')\n]+)", re.I)
+        lenient_search_turns = 0
+
+        def act(self, completion):
+            self.lenient_search_turns += 1
+            action = super().act(completion)
+            match = self.lenient_query.search(completion)
+            # an unclosed <search>, "Search: ..." or search("...") is a search request too
+            if (isinstance(action, Finish) and match and self.lenient_search_turns < self.max_turns
+                    and "</answer>" not in completion):
+                query = (match.group(1) or match.group(2) or "").strip()
+                if query:
+                    return Call("search", {"query": query})
+            return action
+        ''', ("re", "Call", "Finish"))
+
+
+PRIMITIVES = (
+    Primitive("search_first", "parsing", "the first turn is prefilled with <search> and stops at "
+              "</search>, so every episode retrieves before answering", ("no_tool", "wrong"), 0.9,
+              search_first),
+    Primitive("top_k_3", "tool_args", "three passages per search instead of one make it likelier "
+              "that the answer is retrieved", ("wrong",), 0.9,
+              set_search_arg("top_k", 3, "three passages: the best BM25 hit is often not the answer's")),
+    Primitive("top_k_5", "tool_args", "five passages per search cover two-hop questions",
+              ("wrong", "turn_cap"), 0.5,
+              set_search_arg("top_k", 5, "five passages: both hops of a question can come back at once")),
+    Primitive("passages_1600", "tool_args", "longer passages (1600 characters) keep the sentence "
+              "that states the answer", ("wrong",), 0.5,
+              set_search_arg("max_chars", 1600, "longer passages keep the sentence with the answer")),
+    Primitive("passages_400", "tool_args", "shorter passages (400 characters) leave the small model "
+              "less text to get lost in", ("wrong", "truncated"), 0.4,
+              set_search_arg("max_chars", 400, "short passages: less text to get lost in")),
+    Primitive("query_add_entity", "tool_args", "adding the question's names to the model's query "
+              "keeps retrieval on the right entity", ("wrong",), 0.5, query_add_entity),
+    Primitive("query_from_question", "tool_args", "the first search adds the question's own words "
+              "to the model's query, so it finds the subject's passage", ("wrong",), 0.7,
+              query_from_question),
+    Primitive("query_short", "tool_args", "cutting the query to its first line and eight words "
+              "stops rambling queries from diluting BM25", ("wrong",), 0.4, query_short),
+    Primitive("retrieved_titles", "observation", "listing the passages already read steers the "
+              "next search to new ones", ("wrong", "turn_cap"), 0.5, retrieved_titles),
+    Primitive("lenient_search", "parsing", "unclosed <search> tags and 'Search: ...' lines are "
+              "run as searches instead of ending the episode", ("no_tool",), 0.6, lenient_search),
+)

@@ -1,0 +1,137 @@
+"""Harness-phase tasks: propose_harnesses -> validate_candidate -> evaluate_harness -> select_harness."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_proposer
+from harnesses.validate import check_candidate, smoke_error
+from whale.metrics import summarize
+from whale.runtime import Run
+from whale.types import RolloutContext
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_proposers(run: Run):
+    from harnesses.proposers.offline import OfflineProposer
+
+    offline = OfflineProposer(seed=run.params["seed"])
+    if resolve_proposer(run.params["harness_search"]["proposer"]) == "offline":
+        return offline, None
+    from harnesses.proposers.claude import ClaudeProposer
+
+    return ClaudeProposer(**run.params["harness_search"]["claude"]), offline
+
+
+@task(cache_policy=NONE, task_run_name="propose_harnesses-c{cycle}-i{iteration}")
+def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prompt_only: bool) -> list[str]:
+    """Ask the proposer for M candidates; archive each (status pending) and return their ids.
+
+    Resume: an iteration whose candidates are already archived is not proposed again.
+    """
+    known = run.store.query("SELECT harness_id FROM harnesses WHERE cycle = ? AND iteration = ? AND origin <> 'seed' "
+                            "ORDER BY created_at, harness_id", [cycle, iteration])
+    if known:
+        return [h for (h,) in known]
+    ctx = ProposerContext(
+        run_id=run.run_id, domain=run.domain_name, cycle=cycle, iteration=iteration,
+        M=run.params["harness_search"]["M"], seed=run.params["seed"], incumbent_id=incumbent,
+        archive_dir=run.archive.dir, store_path=run.store.path, notes_path=ROOT / "domains" / run.domain_name / "notes.md",
+        contract_path=ROOT / "harnesses" / "contract.py", prompt_only=prompt_only, store_con=run.store.con,
+    )
+    primary, fallback = make_proposers(run)
+    proposal = propose_with_fallback(primary, fallback, ctx) if fallback else primary.propose(ctx)
+    run.store.insert("proposer_calls", [{
+        "run_id": run.run_id, "cycle": cycle, "iteration": iteration, "proposer": proposal.proposer,
+        "model": proposal.model, "input_tokens": proposal.input_tokens, "output_tokens": proposal.output_tokens,
+        "cost_usd": proposal.cost_usd, "fallback_reason": proposal.fallback_reason}])
+    if proposal.fallback_reason:
+        print(f"cycle {cycle} iteration {iteration}: fell back to the offline proposer ({proposal.fallback_reason})")
+    return [run.archive.add(c.source, origin=c.origin, parents=c.parents, hypothesis=c.hypothesis, axis=c.axis,
+                            components=c.components, cycle=cycle, iteration=iteration) for c in proposal.candidates]
+
+
+@task(cache_policy=NONE, task_run_name="validate_candidate-{harness_id}")
+def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: bool) -> bool:
+    """Static rules, the contract and (prompt-only mode) the syntax-tree check; records `invalid`."""
+    status = run.archive.status(harness_id)
+    if status[0] != "pending":
+        return status[0] == "ok"
+    from harnesses.sandbox import Limits
+
+    reason = check_candidate(run.archive.source(harness_id), Limits.from_params(run.params),
+                             run.archive.source(incumbent), prompt_only)
+    if reason:
+        run.archive.set_status(harness_id, "invalid", reason)
+    return reason is None
+
+
+@task(cache_policy=NONE, task_run_name="evaluate_harness-{harness_id}-i{iteration}")
+def evaluate_harness(run: Run, cycle: int, iteration: int, harness_id: str, smoke: bool = False) -> dict | None:
+    """One rollout per harness-split example under the current weights; stores and returns the score.
+
+    With ``smoke`` the first ``smoke_examples`` run first and any error marks the candidate
+    `error` before the rest of the budget is spent. Returns None for a broken candidate.
+    """
+    wid = run.weights_id
+    row = run.store.query("SELECT mean_reward, mean_turns, n FROM scores WHERE run_id = ? AND harness_id = ? "
+                          "AND weights_id = ? AND cycle = ? AND iteration = ? AND split = 'harness'",
+                          [run.run_id, harness_id, wid, cycle, iteration])
+    if row:
+        return {"harness_id": harness_id, "mean_reward": row[0][0], "mean_turns": row[0][1], "n": row[0][2]}
+    if run.archive.status(harness_id)[0] == "error":
+        return None
+    examples = run.domain.examples("harness")
+    first = run.params["harness_search"]["smoke_examples"] if smoke else 0
+    parts = [examples[:first], examples[first:]] if first else [examples]
+    rollouts = []
+    for part in parts:
+        rollouts += _rollouts(run, cycle, iteration, harness_id, part, 1, f"harness {harness_id} i{iteration}")
+        err = smoke_error(rollouts) if smoke else None
+        if err:
+            run.archive.set_status(harness_id, "error", err)
+            return None
+    if run.archive.status(harness_id)[0] == "pending":
+        run.archive.set_status(harness_id, "ok")
+    return _score(run, cycle, iteration, harness_id, rollouts)
+
+
+def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples, k: int, desc: str):
+    ids = [e.id for e in examples]
+    stored = run.store.load_rollouts(
+        "run_id = ? AND phase = 'harness' AND cycle = ? AND step = ? AND harness_id = ? AND weights_id = ? "
+        "AND list_contains(?, example_id)", [run.run_id, cycle, step, harness_id, run.weights_id, ids])
+    if len(stored) == len(examples) * k:
+        return stored
+    rollouts = run.engine.run(run.archive.source(harness_id), examples, k, seed=run.params["seed"] + 7 * step,
+                              ctx=RolloutContext(run.run_id, cycle, "harness", step), desc=desc)
+    run.store.insert_rollouts(rollouts)
+    return rollouts
+
+
+def _score(run: Run, cycle: int, iteration: int, harness_id: str, rollouts) -> dict:
+    m = summarize(rollouts)
+    row = {"run_id": run.run_id, "harness_id": harness_id, "weights_id": run.weights_id, "split": "harness",
+           "cycle": cycle, "iteration": iteration, "n": m["n"], "mean_reward": m["mean_at_k"],
+           "format_rate": m["format_rate"], "truncation_rate": m["truncation_rate"],
+           "error_rate": m["error_rate"], "mean_turns": m["mean_turns"]}
+    run.store.insert("scores", [row])
+    return {"harness_id": harness_id, "mean_reward": m["mean_at_k"], "mean_turns": m["mean_turns"], "n": m["n"]}
+
+
+@task(cache_policy=NONE)
+def select_harness(run: Run, cycle: int) -> dict:
+    """The best harness of the phase under the current weights (the incoming one included).
+
+    Ties go to fewer mean turns, then to the earlier iteration: a newcomer must be strictly better.
+    """
+    rows = run.store.query(
+        "SELECT harness_id, mean_reward, mean_turns, iteration FROM scores WHERE run_id = ? AND cycle = ? "
+        "AND weights_id = ? AND split = 'harness' AND iteration >= 1 "
+        "ORDER BY mean_reward DESC, mean_turns ASC, iteration ASC, harness_id LIMIT 1",
+        [run.run_id, cycle, run.weights_id])
+    hid, score, turns, it = rows[0]
+    return {"harness_id": hid, "mean_reward": score, "mean_turns": turns, "iteration": it}

@@ -1,0 +1,91 @@
+"""The live state of one run: its store, archive, engine and (when training) trainer.
+
+A run is ``runs/<run_id>/``: ``rollouts.duckdb`` (every rollout, score, step and decision),
+``harnesses/`` (the archive), ``checkpoints/`` (weights + trainer state), ``metrics/`` and
+``plots/``. Everything needed to resume is on disk; this object is rebuilt from it on restart.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from domains import get_domain
+from harnesses.archive import Archive
+from whale.checkpoint import latest_checkpoint
+from whale.evaluate import make_engine, model_dir
+from whale.model import model_weights_id
+from whale.store import Store
+
+SEEDS = Path(__file__).resolve().parents[1] / "harnesses" / "seeds"
+
+
+class Run:
+    def __init__(self, params: dict, domain: str, condition: str, run_id: str, runs_dir: str | Path = "runs"):
+        self.params, self.domain_name, self.condition, self.run_id = params, domain, condition, run_id
+        self.dir = Path(runs_dir) / run_id
+        self.store = Store(self.dir / "rollouts.duckdb")
+        self._check_same_run()
+        self.domain = get_domain(domain)
+        self.archive = Archive(self.dir, self.store, domain)
+        self.ckpt_root = self.dir / "checkpoints"
+        self.base_model = model_dir(params)
+        self.trainer = None
+        resume = latest_checkpoint(self.ckpt_root)
+        self.engine = make_engine(params, self.domain, resume or self.base_model)
+
+    def _check_same_run(self) -> None:
+        """A run id names one (domain, condition, params): refuse to resume something else."""
+        row = self.store.query("SELECT domain, condition, params FROM runs WHERE run_id = ?", [self.run_id])
+        me = {"domain": self.domain_name, "condition": self.condition, "params": self.params}
+        if not row:
+            self.store.insert("runs", [{"run_id": self.run_id, "domain": self.domain_name,
+                                        "condition": self.condition, "params": json.dumps(self.params)}])
+        elif (row[0][0], row[0][1], json.loads(row[0][2])) != (me["domain"], me["condition"], me["params"]):
+            raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
+                             "choose a new run id or delete runs/" + self.run_id)
+
+    # -- harnesses -------------------------------------------------------------------------
+    def seed_harness(self) -> str:
+        source = (SEEDS / f"{self.domain_name}.py").read_text()
+        hid = self.archive.add(source, origin="seed")
+        if self.archive.status(hid)[0] == "pending":
+            self.archive.set_status(hid, "ok")
+        return hid
+
+    # -- weights ---------------------------------------------------------------------------
+    @property
+    def weights_id(self) -> str:
+        return self.engine.backend.weights_id
+
+    def ensure_trainer(self):
+        """The run's one trainer, resumed from its latest checkpoint (optimizer state included)."""
+        if self.trainer is None:
+            from whale.sft import RSFTConfig, RSFTTrainer
+
+            config = RSFTConfig.from_params(self.params)
+            ckpt = latest_checkpoint(self.ckpt_root)
+            self.trainer = RSFTTrainer.from_checkpoint(ckpt, config) if ckpt else RSFTTrainer(self.base_model, config)
+            self.publish_weights()
+        return self.trainer
+
+    def publish_weights(self) -> str:
+        """Make the backend serve the trainer's current weights and check that it does."""
+        expected = model_weights_id(self.trainer.model)
+        backend = self.engine.backend
+        if hasattr(backend, "serve_model"):
+            backend.serve_model(self.trainer.model, expected)
+        else:  # a server: hand it a checkpoint directory to load
+            serving = self.dir / "serving"
+            tmp = serving.with_name("serving.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.trainer.model.save_pretrained(tmp)
+            self.trainer.tokenizer.save_pretrained(tmp)
+            shutil.rmtree(serving, ignore_errors=True)
+            tmp.rename(serving)
+            backend.load(str(serving))
+        backend.check_serving(expected)
+        return expected
+
+    def close(self) -> None:
+        self.store.close()
