@@ -107,18 +107,20 @@ def main(argv: list[str] | None = None) -> dict:
     requests = [GenRequest(ids, args.new_tokens, seed=args.seed + i)
                 for i, ids in enumerate(prompts(ChatFormat(backend.tokenizer), args.prompts))]
     print(f"model {args.model_dir} ({args.dtype}), {args.prompts} prompts x {args.new_tokens} new tokens, "
-          f"{sampling}, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}")
+          f"{sampling}, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}", flush=True)
     backend.generate(requests[:1], Sampling(temperature=0.0))  # first-call overheads stay out of both timings
 
-    rows = {"batched": batched(backend, requests, sampling),
-            "per_episode": per_episode(backend.model, requests, sampling, backend.eos_id)}
+    paths = {"batched": lambda: batched(backend, requests, sampling)}
     if args.http:
-        rows["http"] = over_http(args.model_dir, requests, sampling, args.dtype)
-    report = {name: {"tokens": n, "wall_s": round(w, 2), "cpu_s": round(c, 2), "tok_per_s": round(n / w, 1),
-                     "tok_per_cpu_s": round(n / c, 1)} for name, (w, c, n) in rows.items()}
-    for name, r in report.items():
-        print(f"{name:12s} {r['tokens']:6d} tokens  wall {r['wall_s']:8.2f} s {r['tok_per_s']:7.1f} tok/s"
-              f"  cpu {r['cpu_s']:8.2f} s {r['tok_per_cpu_s']:7.1f} tok/cpu-s")
+        paths["http"] = lambda: over_http(args.model_dir, requests, sampling, args.dtype)
+    paths["per_episode"] = lambda: per_episode(backend.model, requests, sampling, backend.eos_id)
+    report = {}
+    for name, measure in paths.items():  # printed as they come: the slow path takes minutes
+        wall, cpu, n = measure()
+        r = report[name] = {"tokens": n, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                            "tok_per_s": round(n / wall, 1), "tok_per_cpu_s": round(n / cpu, 1)}
+        print(f"{name:12s} {n:6d} tokens  wall {wall:8.2f} s {r['tok_per_s']:7.1f} tok/s"
+              f"  cpu {cpu:8.2f} s {r['tok_per_cpu_s']:7.1f} tok/cpu-s", flush=True)
     b, p = report["batched"], report["per_episode"]
     report["speedup_wall"] = round(b["tok_per_s"] / p["tok_per_s"], 2)
     report["speedup_cpu"] = round(b["tok_per_cpu_s"] / p["tok_per_cpu_s"], 2)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tasks.evaluate import spent_rollouts
-from tasks.harness import evaluate_harness, propose_harnesses, select_harness, validate_candidate
+from tasks.harness import (evaluate_harness, propose_harnesses, recheck_harnesses, select_harness,
+                           validate_candidate)
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.runtime import Run
@@ -103,6 +104,9 @@ def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = 
         for hid in propose_harnesses(run, cycle, it, best, prompt_only):
             if validate_candidate(run, hid, best, prompt_only):
                 evaluate_harness(run, cycle, it, hid, smoke=True)
+    search = run.params["harness_search"]
+    if search["recheck_top"]:
+        recheck_harnesses(run, cycle, search["recheck_top"], search["recheck_samples"])
     best = select_harness(run, cycle)
     print(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})")
     return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason))

@@ -122,16 +122,32 @@ def _score(run: Run, cycle: int, iteration: int, harness_id: str, rollouts) -> d
     return {"harness_id": harness_id, "mean_reward": m["mean_at_k"], "mean_turns": m["mean_turns"], "n": m["n"]}
 
 
+def _ranked(run: Run, cycle: int, iterations: str, limit: int) -> list[tuple]:
+    return run.store.query(
+        "SELECT harness_id, mean_reward, mean_turns, iteration FROM scores WHERE run_id = ? AND cycle = ? "
+        f"AND weights_id = ? AND split = 'harness' AND {iterations} "
+        "ORDER BY mean_reward DESC, mean_turns ASC, iteration ASC, harness_id LIMIT ?",
+        [run.run_id, cycle, run.weights_id, limit])
+
+
 @task(cache_policy=NONE)
 def select_harness(run: Run, cycle: int) -> dict:
     """The best harness of the phase under the current weights (the incoming one included).
 
     Ties go to fewer mean turns, then to the earlier iteration: a newcomer must be strictly better.
+    When the phase was re-checked (``recheck_harnesses``), the re-check scores decide.
     """
-    rows = run.store.query(
-        "SELECT harness_id, mean_reward, mean_turns, iteration FROM scores WHERE run_id = ? AND cycle = ? "
-        "AND weights_id = ? AND split = 'harness' AND iteration >= 1 "
-        "ORDER BY mean_reward DESC, mean_turns ASC, iteration ASC, harness_id LIMIT 1",
-        [run.run_id, cycle, run.weights_id])
+    rows = _ranked(run, cycle, "iteration = 0", 1) or _ranked(run, cycle, "iteration >= 1", 1)
     hid, score, turns, it = rows[0]
     return {"harness_id": hid, "mean_reward": score, "mean_turns": turns, "iteration": it}
+
+
+@task(cache_policy=NONE)
+def recheck_harnesses(run: Run, cycle: int, top: int, samples: int) -> None:
+    """Option beyond the paper (off by default): re-score the phase's top ``top`` harnesses with
+    ``samples`` fresh samples per harness-split example, stored as iteration 0, so the winner is
+    not chosen on one noisy sample (the reference's winner's curse)."""
+    examples = run.domain.examples("harness")
+    for hid, *_ in _ranked(run, cycle, "iteration >= 1", top):
+        rollouts = _rollouts(run, cycle, 0, hid, examples, samples, f"re-check {hid}")
+        _score(run, cycle, 0, hid, rollouts)

@@ -21,7 +21,8 @@ def cmd_prepare(args, params):
     from domains import NAMES, get_domain
 
     for name in NAMES if args.domain == "all" else [args.domain]:
-        get_domain(name, args.data_dir).prepare(params["data"][name], params["seed"])
+        options = params.get("generation", {}).get(name, {})
+        get_domain(name, args.data_dir, **options).prepare(params["data"][name], params["seed"])
         print(f"wrote {args.data_dir}/{name}/{{weight,harness,test}}.jsonl")
 
 

@@ -47,7 +47,8 @@ class Run:
 
     # -- harnesses -------------------------------------------------------------------------
     def seed_harness(self) -> str:
-        source = (SEEDS / f"{self.domain_name}.py").read_text()
+        path = self.params["harness_search"].get("h0") or SEEDS / f"{self.domain_name}.py"
+        source = Path(path).read_text()
         hid = self.archive.add(source, origin="seed")
         if self.archive.status(hid)[0] == "pending":
             self.archive.set_status(hid, "ok")

@@ -120,7 +120,8 @@ def _sampling(body: dict) -> Sampling:
 
 
 class WhaleServer(ThreadingHTTPServer):
-    daemon_threads = True
+    # listen backlog: the default 5 resets a burst of clients while generation holds the GIL
+    daemon_threads, request_queue_size = True, 1024
 
     def __init__(self, backend: TransformersBackend, host: str, port: int, max_batch: int,
                  window_s: float, allow_load: bool, served_model_name: str | None):
@@ -149,10 +150,9 @@ class WhaleServer(ThreadingHTTPServer):
         self.batcher.close()
 
     def models(self, _body=None) -> dict:
-        return {"object": "list", "data": [{
-            "id": self.model_name, "object": "model", "created": 0, "owned_by": "whale",
-            "root": self.backend.model_dir, "max_model_len": self.context_len,
-            "weights_id": self.backend.weights_id}]}
+        entry = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "whale", "root":
+                 self.backend.model_dir, "max_model_len": self.context_len, "weights_id": self.backend.weights_id}
+        return {"object": "list", "data": [entry]}
 
     def load(self, body: dict) -> dict:
         if not self.allow_load:

@@ -29,8 +29,8 @@ class ChessDomain(Domain):
     def import_files(self, files: dict[str, str | Path]) -> dict[str, int]:
         """Write splits from Lichess CSV files (``{split: path}``), made disjoint, and count them.
 
-        A puzzle whose start position (board + side to move) is in a held-out split is dropped
-        from the others (test beats harness beats weight).
+        A puzzle whose start position (board + side to move) was already taken is dropped: by a
+        held-out split from the others (test beats harness beats weight), or by an earlier row.
         """
         unknown = set(files) - set(SPLITS)
         if unknown:

@@ -12,7 +12,8 @@ import chess
 PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 # The smallest worst-case material gain that counts as winning a piece (a knight or bishop).
 PIECE_GAIN = 3
-MATED = -1000
+# Stands for a checkmate in material units: beyond any material count.
+MATE_SCORE = 1000
 # A position with a single legal move is no puzzle: the answer would be forced by the rules.
 MIN_CHOICES = 2
 
@@ -76,18 +77,22 @@ def balance(board: chess.Board, color: chess.Color) -> int:
 def worst_case_gain(board: chess.Board, move: chess.Move) -> int:
     """Material the mover is up after ``move`` and the opponent's best reply (two plies).
 
-    A reply that checkmates the mover counts as ``MATED``; a stalemate counts as no gain.
+    A move that mates scores ``MATE_SCORE``, a reply that mates the mover ``-MATE_SCORE``; a
+    stalemate counts as no gain.
     """
     color = board.turn
     before = balance(board, color)
     board.push(move)
     try:
         if board.is_checkmate():
-            return -MATED
+            return MATE_SCORE
         worst = None
         for reply in board.legal_moves:
             board.push(reply)
-            gain = MATED if board.is_check() and board.is_checkmate() else balance(board, color) - before
+            if board.is_check() and board.is_checkmate():
+                gain = -MATE_SCORE
+            else:
+                gain = balance(board, color) - before
             board.pop()
             worst = gain if worst is None else min(worst, gain)
         return 0 if worst is None else worst
@@ -118,7 +123,7 @@ def winning_capture(board: chess.Board) -> chess.Move | None:
     winner = None
     for move in board.legal_moves:
         gain = worst_case_gain(board, move)
-        if gain >= -MATED:  # a mate in one is a different puzzle
+        if gain >= MATE_SCORE:  # a mate in one is a different puzzle
             return None
         if gain > 0:
             if winner is not None or gain < PIECE_GAIN or not is_undefended_capture(board, move):

@@ -26,8 +26,11 @@ def world_passages(world: World, rng: random.Random) -> list[dict]:
     out = []
     for person in world.people:
         out += person_passages(person, rng)
+    natives = {}
+    for person in world.people:
+        natives.setdefault(person.birthplace.uid, []).append(person.name)
     for town in world.towns:
-        out += town_passages(town, world.people, rng)
+        out += town_passages(town, natives.get(town.uid, [])[:3], rng)
     for river in world.rivers:
         out.append(river_passage(river))
     for org in world.orgs:
@@ -64,10 +67,9 @@ def person_passages(p: Person, rng: random.Random) -> list[dict]:
     ]
 
 
-def town_passages(t: Town, people: list[Person], rng: random.Random) -> list[dict]:
+def town_passages(t: Town, natives: list[str], rng: random.Random) -> list[dict]:
     main = (f"{t.name} is a town in the {t.region}, founded in {t.founded}. The {t.river.name} River "
             f"flows through {t.name}, which grew up around {rng.choice(LANDMARKS)}.")
-    natives = [p.name for p in people if p.birthplace is t][:3]
     extra = f"{t.name} has about {t.population} inhabitants and holds a market every week."
     if natives:
         extra += f" Notable people born in {t.name} include {_join(natives)}."

@@ -89,15 +89,13 @@ def pick_questions(world: World, n: int, two_hop_share: float, rng: random.Rando
     for hops in (1, 2):
         pool = pools[hops]
         rng.shuffle(pool)
-        taken = []
+        fresh, repeat, seen = [], [], set(used_subjects)
         # fresh subjects first; repeat a subject only when the pool has no new one left
         for cand in pool:
-            if len(taken) < want[hops] and cand[4][0] not in used_subjects:
-                taken.append(cand)
-                used_subjects.add(cand[4][0])
-        for cand in pool:
-            if len(taken) < want[hops] and cand not in taken:
-                taken.append(cand)
+            (repeat if cand[4][0] in seen else fresh).append(cand)
+            seen.add(cand[4][0])
+        taken = (fresh + repeat)[:want[hops]]
+        used_subjects.update(c[4][0] for c in taken)
         chosen += taken
     if len(chosen) < n:
         raise ValueError(f"world {world.group!r} supports only {len(chosen)} questions, {n} requested")

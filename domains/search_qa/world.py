@@ -122,7 +122,10 @@ def world_sizes(n_questions: int) -> dict[str, int]:
 
 def build_world(group: str, n_questions: int, rng: random.Random, names: NameMaker) -> World:
     sizes = world_sizes(n_questions)
-    uid = lambda kind, i: f"{group}/{kind}{i}"  # noqa: E731
+
+    def uid(kind: str, i: int) -> str:
+        return f"{group}/{kind}{i}"
+
     regions = [f"{names.word(2)} {rng.choice(REGION_KINDS)}" for _ in range(2)]
     rivers = [River(uid("river", i), names.word(2), rng.randint(40, 900), names.word(2))
               for i in range(sizes["rivers"])]

@@ -62,7 +62,8 @@ class Harness(BaseHarness):
             return self.prompt([{"role": "user", "content": text}])
         if event == "illegal" and self.illegal_retries > 0:
             self.illegal_retries -= 1
-            text = f"{observation['move']} is not a legal move. Choose one of: {' '.join(observation['legal_uci'])}.\n{ASK}"
+            legal = " ".join(observation["legal_uci"])
+            text = f"{observation['move']} is not a legal move. Choose one of: {legal}.\n{ASK}"
             return self.prompt([{"role": "user", "content": text}])
         if event == "malformed":
             return self.format_retry(f"{observation['move']!r} is not a move.")

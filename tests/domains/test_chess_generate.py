@@ -175,3 +175,12 @@ def test_domain_prepare_writes_and_reads_back(tmp_path):
     assert len(examples) == 2 and (tmp_path / "chess_puzzles" / "weight.jsonl").exists()
     for e in examples:
         assert chess.Board(e.public["fen"]).legal_moves.count() <= 12
+
+
+@pytest.mark.parametrize("kind", TYPES)
+def test_an_impossible_request_gives_up_with_a_clear_error(monkeypatch, kind):
+    from domains.chess_puzzles import generate as module
+
+    monkeypatch.setattr(module, "MAX_CANDIDATES", 200)
+    with pytest.raises(RuntimeError, match=f"no {kind} puzzle with at most 2 legal moves in 200 candidate"):
+        generate({"test": 1}, seed=0, mix={kind: 1.0}, max_legal_moves=2)

