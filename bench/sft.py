@@ -33,9 +33,9 @@ def build_rollouts(tokenizer, n: int, tokens: int, seed: int) -> list:
     out = []
     for i in range(n):
         segments = [
-            (f"<|im_start|>system\n{filler(rng, 20)}<|im_end|>\n<|im_start|>user\n{filler(rng, tokens * 4 // 10 - 35)}"
+            (f"<|im_start|>system\n{filler(rng, 20)}<|im_end|>\n<|im_start|>user\n{filler(rng, tokens * 4 // 10 - 40)}"
              "<|im_end|>\n<|im_start|>assistant\n", 0),
-            (f"<search>{filler(rng, tokens * 3 // 10 - 8)}</search><|im_end|>", 1),
+            (f"<search>{filler(rng, tokens * 3 // 10 - 10)}</search><|im_end|>", 1),
             (f"\n<|im_start|>user\n<tool_response>{filler(rng, tokens // 10 - 14)}</tool_response><|im_end|>\n"
              "<|im_start|>assistant\n", 0),
             (f"<answer>{filler(rng, tokens * 2 // 10 - 6)}</answer><|im_end|>", 1),
@@ -72,7 +72,11 @@ def main() -> None:
     trainer = RSFTTrainer(args.model, config)
     init_s = time.perf_counter() - t0
     rollouts = build_rollouts(trainer.tokenizer, args.rollouts, args.tokens, seed=0)
-    steps = [trainer.step(rollouts) for _ in range(args.steps)]
+    steps, cpu = [], []
+    for _ in range(args.steps):
+        c0 = time.process_time()  # CPU seconds of all threads: less sensitive than wall time to other load
+        steps.append(trainer.step(rollouts))
+        cpu.append(time.process_time() - c0)
     times = [s["wall_s"] for s in steps]
     timed = times[1:] or times
     print(json.dumps({
@@ -82,7 +86,7 @@ def main() -> None:
         "micro_batch": args.micro_batch, "activation_checkpointing": args.activation_checkpointing,
         "optimizer_steps_per_step": steps[0]["optimizer_steps"], "init_s": round(init_s, 2),
         "step_s": [round(t, 2) for t in times], "s_per_step": round(sum(timed) / len(timed), 2),
-        "losses": [round(s["loss"], 4) for s in steps],
+        "cpu_s": [round(c, 2) for c in cpu], "losses": [round(s["loss"], 4) for s in steps],
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         "threads": __import__("torch").get_num_threads(), "load_avg_1m": round(os.getloadavg()[0], 1),
     }))

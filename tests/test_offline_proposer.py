@@ -150,9 +150,12 @@ def test_every_candidate_loads_in_the_sandbox_and_starts_on_a_real_observation(t
     env.close()
 
 
-@pytest.mark.parametrize("domain,source", [("math_reasoning", MATH), ("search_qa", SEARCH),
-                                           ("math_reasoning", PROGRAM)])
-def test_prompt_only_candidates_differ_only_in_string_constants(tmp_path, domain, source):
+@pytest.mark.parametrize("path", [*(p.values[0] for p in DOMAINS), "examples/math_program"])
+def test_prompt_only_candidates_differ_only_in_string_constants(tmp_path, path):
+    file = ROOT / "harnesses" / (path + ".py" if "/" in path else f"seeds/{path}.py")
+    if not file.exists():
+        pytest.skip(f"no {file.name} yet")
+    domain, source = ("math_reasoning" if "/" in path else path), file.read_text()
     ctx = context(tmp_path, domain, source, M=3, prompt_only=True)
     candidates = OfflineProposer(seed=0).propose(ctx).candidates
     assert len(candidates) == 3
@@ -161,7 +164,7 @@ def test_prompt_only_candidates_differ_only_in_string_constants(tmp_path, domain
         assert masked(c.source) == masked(source)
         assert prompt_only_violation(c.source, source) is None  # the harness phase's own check
         assert check_source(c.source, source) is None
-        assert len(c.source.splitlines()) <= len(source.splitlines()) + 1
+        assert len(c.source.splitlines()) <= len(source.splitlines()) + 3  # one sentence, maybe wrapped
 
 
 def test_archived_candidates_are_not_proposed_again(tmp_path):
@@ -309,3 +312,76 @@ def test_the_instruction_literal_is_the_one_start_shows():
     node, text = instruction_literal(PROGRAM, "\\boxed{")
     assert "Write a short Python program" in text  # not the docstring, not the nudge in act()
     assert isinstance(ast.parse(PROGRAM), ast.Module) and node.lineno > 30
+
+
+# --- chess ---------------------------------------------------------------------------------------
+
+needs_chess = pytest.mark.skipif(not SEEDS["chess_puzzles"].exists(), reason="no chess seed yet")
+
+
+@pytest.fixture(scope="module")
+def chess_examples(tmp_path_factory):
+    domain = get_domain("chess_puzzles", str(tmp_path_factory.mktemp("chess")))
+    return domain, domain.generate({"weight": 0, "harness": 3, "test": 0}, seed=0)["harness"]
+
+
+class ChessPicker(Backend):
+    """A stand-in model for a choice-constrained turn: picks the reference move, or another one."""
+
+    weights_id = "scripted"
+
+    def __init__(self, tokenizer, examples, right=True):
+        self.tokenizer, self.right, self.choices = tokenizer, right, {}
+        self.gold = {e.public["fen"]: e.gold["moves"][0] for e in examples}
+
+    def generate(self, requests, sampling):
+        out = []
+        for req in requests:
+            fen = self.tokenizer.decode(req.ids).rsplit("FEN: ", 1)[1].split("\n", 1)[0]
+            self.choices[fen] = req.choices
+            wanted = self.gold[fen] + "</move>"
+            pick = wanted if self.right else next(c for c in req.choices if c != wanted)
+            out.append(GenResult(self.tokenizer.encode(pick, add_special_tokens=False), "stop"))
+        return out
+
+
+@needs_chess
+@pytest.mark.parametrize("right", [True, False])
+def test_legal_choices_make_every_answer_a_legal_move(chess_examples, tokenizer, right):
+    domain, examples = chess_examples
+    examples = [e for e in examples if e.public["n_solver_moves"] == 1]
+    assert examples
+    source = edited("chess_puzzles", "legal_choices", SEEDS["chess_puzzles"].read_text())
+    backend = ChessPicker(tokenizer, examples, right)
+    rollouts = Engine(backend, domain, Sampling()).run(source, examples, k=1, seed=0, progress=False)
+    for r, ex in zip(rollouts, examples):
+        legal = domain.environment(ex).reset()["legal_uci"]
+        assert backend.choices[ex.public["fen"]] == [m + "</move>" for m in legal]
+        assert r.error is None and r.formatted and r.turns == 1
+        assert r.messages[-1]["content"].startswith("<move>") and r.messages[-1]["content"].endswith("</move>")
+        assert r.reward == (1.0 if right else 0.0)
+
+
+@needs_chess
+@pytest.mark.parametrize("name,heading", [("grouped_moves", "Pawn: "), ("annotated_moves", "Other moves: ")])
+def test_move_lists_replace_the_flat_list_and_keep_every_move(chess_examples, name, heading):
+    domain, examples = chess_examples
+    observation = domain.environment(examples[0]).reset()
+    [prompt] = hooks(edited("chess_puzzles", name, SEEDS["chess_puzzles"].read_text()), [("start", observation)])
+    text = prompt.messages[-1]["content"]
+    assert " ".join(observation["legal_uci"]) not in text
+    for uci, san in zip(observation["legal_uci"], observation["legal_san"]):
+        assert text.count(f"{uci} ({san})") == 1
+    assert heading in text or name == "grouped_moves"
+
+
+@needs_chess
+def test_lenient_move_plays_the_last_legal_move_named(chess_examples):
+    domain, examples = chess_examples
+    observation = domain.environment(examples[0]).reset()
+    first_san, last_uci = observation["legal_san"][0], observation["legal_uci"][-1]
+    source = edited("chess_puzzles", "lenient_move", SEEDS["chess_puzzles"].read_text())
+    _, call = hooks(source, [("start", observation), ("act", f"Maybe {first_san}!, no: {last_uci}.")])
+    assert call == Call("move", {"move": last_uci})
+    _, retry = hooks(source, [("start", observation), ("act", "I resign zz9")])
+    assert isinstance(retry, Prompt)  # nothing legal named: the seed's own format retry

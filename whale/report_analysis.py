@@ -1,14 +1,4 @@
-"""The numbers of `whale report`, computed from the runs' rows (no plotting, no HTML).
-
-Rules stated on the page:
-  * best: a run's highest test mean@k over its phase-boundary evaluations; "rollouts at best" is
-    the first point reaching it.
-  * at equal rollouts: B = the smallest final budget (weight + harness rollouts) among the
-    domain's runs; each run's value is its best mean@k among points with cumulative rollouts <= B.
-  * 2x2: base vs final weights x h0 vs final harness, where base/h0 are the start evaluation's
-    weights and harness and final the last evaluation's; a cell is read from the run's evals, else
-    from test-split rollouts of that (harness, weights) in any run of the domain (e.g. `whale eval`).
-"""
+"""The numbers of `whale report`, computed from the runs' rows (no plotting, no HTML)."""
 from __future__ import annotations
 
 import difflib
@@ -16,6 +6,17 @@ import shlex
 
 from whale.checkpoint import checkpoint_dir
 from whale.report_data import RunData
+
+RULES = """\
+Rules used on this page:
+  * best: a run's highest test mean@k over its phase-boundary evaluations; "rollouts at best" is
+    the first point reaching it (cumulative weight + harness rollouts; test rollouts not counted).
+  * at equal rollouts: B = the smallest final budget (weight + harness rollouts) among the
+    domain's runs; each run's value is its best mean@k among points with cumulative rollouts <= B.
+  * 2x2: base vs final weights x h0 vs final harness, where base/h0 are the start evaluation's
+    weights and harness and final the last evaluation's; a cell is read from the run's evals, else
+    from test-split rollouts of that (harness, weights) in any run of the domain (e.g. `whale eval`).
+"""
 
 CELLS = (("base", "h0"), ("base", "final"), ("final", "h0"), ("final", "final"))
 
@@ -50,22 +51,25 @@ def condition_table(runs: list[RunData]) -> tuple[list[dict], int]:
     return rows, budget
 
 
-def decomposition(run: RunData, pool: list[RunData]) -> dict:
-    """The 2x2 of one run: each cell measured (value, source) or not (the command that would)."""
+def endpoints(run: RunData) -> dict:
+    """Base weights and h0 (the start evaluation's) and the final weights and harness (the last one's)."""
     ev = run.evals
     start = ev[ev["phase"] == "start"]
     first = start.iloc[0] if len(start) else ev.iloc[0]
     last = ev.iloc[-1]
-    ids = {"base": first["weights_id"], "h0": first["harness_id"]}
-    finals = {"weights": last["weights_id"], "harness": last["harness_id"]}
-    k = int(last["k"])
+    return {"base": first["weights_id"], "h0": first["harness_id"], "final_weights": last["weights_id"],
+            "final_harness": last["harness_id"], "k": int(last["k"])}
+
+
+def decomposition(run: RunData, pool: list[RunData]) -> dict:
+    """The 2x2 of one run: each cell measured (value, source) or not (the command that would)."""
+    ids = endpoints(run)
     cells = {}
     for w, h in CELLS:
-        wid = ids["base"] if w == "base" else finals["weights"]
-        hid = ids["h0"] if h == "h0" else finals["harness"]
-        cells[(w, h)] = {"weights_id": wid, "harness_id": hid, **_measure(run, pool, hid, wid, ids["base"], k)}
-    return {"run_id": run.run_id, "ids": {**ids, "final_weights": finals["weights"], "final_harness": finals["harness"]},
-            "cells": cells, "gains": _gains(cells)}
+        wid = ids["base"] if w == "base" else ids["final_weights"]
+        hid = ids["h0"] if h == "h0" else ids["final_harness"]
+        cells[(w, h)] = {"weights_id": wid, "harness_id": hid, **_measure(run, pool, hid, wid, ids["base"], ids["k"])}
+    return {"run_id": run.run_id, "ids": ids, "cells": cells, "gains": _gains(cells)}
 
 
 def _gains(cells: dict) -> dict:

@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS evals (
 CREATE TABLE IF NOT EXISTS proposer_calls (
     run_id VARCHAR, cycle INTEGER, iteration INTEGER, proposer VARCHAR, model VARCHAR,
     input_tokens INTEGER, output_tokens INTEGER, cost_usd DOUBLE, fallback_reason VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp);
+    created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (run_id, cycle, iteration));
 CREATE OR REPLACE VIEW ledger AS
     SELECT run_id, cycle, phase, split, count(*) AS rollouts, sum(tokens_out) AS tokens_out
     FROM rollouts GROUP BY ALL;

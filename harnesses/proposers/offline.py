@@ -26,7 +26,9 @@ from harnesses.sandbox import static_violations
 
 # A primitive that addresses none of the measured failures still ranks by its prior.
 BASE_RATE = 0.05
-_TOOL_ERROR = re.compile(r"error|traceback|exception", re.I)
+# What a tool failure looks like once a harness has rendered it (math tracebacks, search errors,
+# chess "illegal"/"not a legal move"); the chess verifier also counts illegal moves itself.
+_TOOL_ERROR = re.compile(r"\b(error|traceback|exception|illegal)\b|not a (legal )?move", re.I)
 
 
 def harness_id(source: str) -> str:
@@ -39,7 +41,8 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     Uses the latest weights that have rollouts for this harness (the incumbent is re-evaluated
     after each weight phase). Kinds: ``not_formatted`` (no parsable answer, errors excluded),
     ``wrong`` (parsable but reward 0), ``truncated``, ``turn_cap``, ``error`` (stop reasons),
-    ``tool_error`` (an observation shown to the model mentions an error or traceback),
+    ``tool_error`` (an observation shown to the model reports an error, a traceback or an illegal
+    move, or the verdict counts illegal moves),
     ``no_tool`` (nothing but the opening prompt was ever shown: no tool result, no nudge).
     Also ``n``, ``success``, ``mean_turns``, ``mean_tokens_out`` and ``weights_id``.
     """
@@ -48,7 +51,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
         WITH latest AS (
             SELECT weights_id FROM rollouts WHERE harness_id = ? AND split = 'harness'
             GROUP BY weights_id ORDER BY max(cycle) DESC, max(step) DESC, weights_id LIMIT 1)
-        SELECT weights_id, stop_reason, formatted, reward, turns, tokens_out, messages
+        SELECT weights_id, stop_reason, formatted, reward, turns, tokens_out, messages, verdict
         FROM rollouts WHERE harness_id = ? AND split = 'harness'
           AND weights_id = (SELECT weights_id FROM latest)
         """, [harness_id, harness_id]).fetchall()
@@ -57,14 +60,14 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     if not rows:
         return profile
     counts = dict.fromkeys(FAILURES, 0)
-    for _, stop, formatted, reward, _, _, messages in rows:
+    for _, stop, formatted, reward, _, _, messages, verdict in rows:
         counts["error"] += stop == "error"
         counts["truncated"] += stop == "truncated"
         counts["turn_cap"] += stop == "turn_cap"
         counts["not_formatted"] += stop != "error" and not formatted
         counts["wrong"] += bool(formatted) and (reward or 0) <= 0
         shown = _observations(messages)
-        counts["tool_error"] += any(_TOOL_ERROR.search(text) for text in shown)
+        counts["tool_error"] += any(_TOOL_ERROR.search(text) for text in shown) or _illegal(verdict) > 0
         counts["no_tool"] += stop != "error" and not shown
     n = len(rows)
     profile.update({k: v / n for k, v in counts.items()})
@@ -72,6 +75,14 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     profile["mean_turns"] = sum(r[4] or 0 for r in rows) / n
     profile["mean_tokens_out"] = sum(r[5] or 0 for r in rows) / n
     return profile
+
+
+def _illegal(verdict) -> int:
+    """Illegal moves the verifier counted (chess); 0 where the verdict has no such count."""
+    if isinstance(verdict, str):
+        verdict = json.loads(verdict)
+    value = (verdict or {}).get("illegal", 0)
+    return value if isinstance(value, int) else 0
 
 
 def _observations(messages) -> list[str]:

@@ -1,7 +1,8 @@
 """The offline proposer's library: per domain, the answer format and the primitives to try.
 
 ``library(domain)`` returns ``(DomainInfo, primitives)``: the common primitives (nudges, answer
-prefix, budgets, prompt sentences) followed by the domain's own.
+prefix, budgets, prompt sentences) followed by the domain's own. A domain module may name common
+primitives its own replace (``REPLACES``).
 """
 from __future__ import annotations
 
@@ -23,4 +24,5 @@ def library(domain: str) -> tuple[DomainInfo, tuple[Primitive, ...]]:
         raise ValueError(f"the offline proposer has no primitives for domain {domain!r}; "
                          f"known: {', '.join(DOMAINS)}")
     module = importlib.import_module(f"harnesses.proposers.primitives.{domain}")
-    return module.INFO, COMMON + module.PRIMITIVES
+    replaced = set(getattr(module, "REPLACES", ()))
+    return module.INFO, tuple(p for p in COMMON if p.name not in replaced) + module.PRIMITIVES

@@ -177,17 +177,23 @@ def _prose_nodes(tree: ast.Module) -> list[tuple[ast.AST, str]]:
     return sorted(out, key=lambda nt: (nt[0].lineno, nt[0].col_offset))
 
 
-def _start_scope(tree: ast.Module) -> tuple[set[int], set[str]]:
-    """Ids of the nodes inside ``start`` methods and the module names those methods read."""
-    inside, names = set(), set()
-    for cls in _classes(tree):
-        for fn in cls.body:
-            if isinstance(fn, ast.FunctionDef) and fn.name == "start":
-                for node in ast.walk(fn):
-                    inside.add(id(node))
-                    if isinstance(node, ast.Name):
-                        names.add(node.id)
-    return inside, names
+def _start_scope(tree: ast.Module) -> set[int]:
+    """Ids of the nodes the ``start`` hooks run: their bodies, the module functions they call
+    (transitively) and the module constants any of those read."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    constants = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name)}
+    todo = [fn for cls in _classes(tree) for fn in cls.body
+            if isinstance(fn, ast.FunctionDef) and fn.name == "start"]
+    inside, visited = set(), set()
+    while todo:
+        root = todo.pop()
+        for node in ast.walk(root):
+            inside.add(id(node))
+            if isinstance(node, ast.Name) and node.id not in visited:
+                visited.add(node.id)
+                todo += [x for x in (functions.get(node.id), constants.get(node.id)) if x is not None]
+    return inside
 
 
 def instruction_literal(source: str, marker: str) -> tuple[ast.AST, str]:
@@ -198,32 +204,34 @@ def instruction_literal(source: str, marker: str) -> tuple[ast.AST, str]:
     nodes = _prose_nodes(tree)
     if not nodes:
         raise NotApplicable("no prompt text found in this harness")
-    inside, names = _start_scope(tree)
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in stmt.targets):
-            inside.update(id(n) for n in ast.walk(stmt.value))
+    inside = _start_scope(tree)
     ranked = sorted(nodes, key=lambda nt: (id(nt[0]) not in inside, marker not in nt[1]))
     return ranked[0]
 
 
 def append_sentence(source: str, marker: str, sentence: str, tag: str) -> str:
-    """Append ``sentence`` to the instruction literal as one more implicitly concatenated piece."""
+    """Append ``sentence`` to the instruction literal as one more implicitly concatenated piece,
+    on a line of its own where brackets allow it (a one-line literal is wrapped in parentheses)."""
     node, text = instruction_literal(source, marker)
     if sentence.strip() in text:
         raise NotApplicable("the prompt already says this")
     lines = source.splitlines(keepends=True)
-    end = lines[node.end_lineno - 1].encode()
-    head, tail = end[:node.end_col_offset].decode(), end[node.end_col_offset:].decode().rstrip("\n")
+    first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
+    head = last.encode()[:node.end_col_offset].decode()
+    tail = last.encode()[node.end_col_offset:].decode().rstrip("\n")
     piece = quote(sentence)
+    mark = "" if tail.rstrip().endswith("\\") else f"  {MARK}{tag}"
     if node.end_lineno > node.lineno and _bracket_depth(source, node.end_lineno, len(head)) > 0:
-        # a literal spread over lines inside brackets: the new piece gets a line of its own
-        indent = re.match(r"[ \t]*", lines[node.end_lineno - 1]).group(0)
-        new = f"{head}\n{indent}{piece}{tail}"
+        indent = re.match(r"[ \t]*", last).group(0)
+        lines[node.end_lineno - 1] = f"{head}\n{indent}{piece}{tail}{mark}\n"
+    elif node.end_lineno > node.lineno:  # a triple-quoted literal outside brackets
+        lines[node.end_lineno - 1] = f"{head} {piece}{tail}{mark}\n"
     else:
-        new = f"{head} {piece}{tail}"
-    if "#" not in tail and not tail.endswith("\\"):
-        new += f"  {MARK}{tag}"
-    lines[node.end_lineno - 1] = new + "\n"
+        start = first.encode()[:node.col_offset].decode()
+        literal = first.encode()[node.col_offset:node.end_col_offset].decode()
+        indent = re.match(r"[ \t]*", first).group(0)
+        lines[node.lineno - 1] = (f"{start}(\n{indent}    {literal}\n{indent}    {piece}{mark}\n"
+                                  f"{indent}){tail}\n")
     return "".join(lines)
 
 
