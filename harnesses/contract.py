@@ -29,7 +29,8 @@ Rules the engine enforces (the harness cannot change them):
 - Sampling temperature and the verifier are not the harness's to choose.
 - Observations carry only what the environment makes public: never the gold answer.
 
-Generation controls of a ``Prompt`` apply to the next assistant turn: ``max_new_tokens``,
+``act`` receives the whole assistant message: the ``prefix`` (if any) followed by what the model
+wrote. Generation controls of a ``Prompt`` apply to the next assistant turn: ``max_new_tokens``,
 ``stop`` strings (the stop string stays in the output), ``prefix`` (an assistant prefill the
 model continues; it is part of the assistant message but not of the trained tokens), and
 ``choices`` (the turn's output must be exactly one of these strings).

@@ -51,6 +51,18 @@ def cmd_run(args, params):
     result = whale(domain=args.domain, condition=args.condition, run_id=args.run, profile=args.profile,
                    overrides=overrides, params_path=args.params)
     print(json.dumps(result, indent=2, sort_keys=True))
+    if not args.no_report:
+        from whale.report import write_report
+
+        print(f"report: {write_report(str(Path(result['run_dir']).parent))}")
+
+
+@command
+def cmd_report(args, params):
+    from whale.report import write_report
+
+    html = write_report(args.runs, args.out, args.run)
+    print(f"wrote {html} (PNGs, metrics.json, curves.csv beside it)")
 
 
 @command
@@ -96,7 +108,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--condition", default="adaptive_whale",
                    choices=["weight_only", "harness_only", "whale", "adaptive_whale", "stagewise", "prompt_only"])
     s.add_argument("--run", default=None, help="run id (default <domain>-<condition>); rerun to resume")
+    s.add_argument("--no-report", action="store_true", help="do not write runs/report at the end")
     s.add_argument("--set", default=None, help="JSON overrides of params.yaml, e.g. '{\"schedule\": {\"E\": 0.2}}'")
+
+    s = sub.add_parser("report", help="offline HTML report (PNGs embedded), metrics.json and curves.csv of the runs")
+    s.add_argument("--runs", default="runs", help="folder holding <run_id>/rollouts.duckdb")
+    s.add_argument("--out", default="runs/report")
+    s.add_argument("--run", action="append", default=None, help="only this run id (repeatable)")
 
     s = sub.add_parser("sql", help="query every run's DuckDB (tables attached per run; all_<table> views)")
     s.add_argument("query")

@@ -47,7 +47,8 @@ def plot_curves(domain: str, series: list[dict], budget: int, path: Path) -> Pat
                     ax.plot([x, x], [0, 0.05], color=c, ls=PHASE_TICKS[phase], lw=2,
                             transform=ax.get_xaxis_transform())
     ax.axvline(budget, color="grey", ls="--", lw=1)
-    ax.text(budget, 1.0, " equal-rollout budget", transform=ax.get_xaxis_transform(), va="top", fontsize=8, color="grey")
+    ax.text(budget, 1.0, " equal-rollout budget", transform=ax.get_xaxis_transform(), va="top", fontsize=8,
+            color="grey")
     for phase, marker in PHASE_MARKERS.items():
         ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=f"after {phase}" if phase != "start"
                    else "start (base weights, h0)")
