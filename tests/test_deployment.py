@@ -56,7 +56,8 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect_home")
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api,
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "TOKENIZERS_PARALLELISM": "false"}
     log = (home / "server.log").open("w")
     proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -70,7 +71,8 @@ def server(tmp_path_factory):
             except (httpx.HTTPError, ValueError):
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prefect server did not become healthy:\n{(home / 'server.log').read_text()[-3000:]}")
+                tail = (home / "server.log").read_text()[-3000:]
+                raise RuntimeError(f"prefect server did not become healthy:\n{tail}")
             time.sleep(1)
         yield env
     finally:
@@ -85,7 +87,8 @@ def server(tmp_path_factory):
 
 def prefect(env: dict, cwd: Path, *args: str, timeout: int = 300) -> str:
     r = subprocess.run([str(BIN / "prefect"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"prefect {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    assert r.returncode == 0, (f"prefect {' '.join(args)} failed ({r.returncode}):\n"
+                               f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
     return r.stdout + r.stderr
 
 
@@ -110,7 +113,8 @@ def test_deployment_runs_the_flow_through_a_process_worker(server, tmp_path, tin
     out = prefect(env, project, "deployment", "run", "whale/harness_only", "--params", json.dumps(params))
     flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
     # the worker starts elsewhere: the pull step must move the flow run into the project
-    worker = prefect(env, tmp_path, "worker", "start", "--pool", "whale-pool", "--run-once", "--limit", "1", timeout=600)
+    worker = prefect(env, tmp_path, "worker", "start", "--pool", "whale-pool", "--run-once", "--limit", "1",
+                     timeout=600)
     run = httpx.get(f"{api}/flow_runs/{flow_run_id}").json()
     assert run["state_type"] == "COMPLETED", worker[-4000:]
     assert run["parameters"]["condition"] == "harness_only" and run["parameters"]["domain"] == "chess_puzzles"

@@ -21,8 +21,11 @@ def whale_cmd(overrides):
 
 
 def env_for(tmp):
-    return {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "PYTHONUNBUFFERED": "1"}
+    # The user's Prefect home (its database already migrated by earlier flows): a fresh one per
+    # process makes every temporary server migrate from scratch, which a loaded machine may not
+    # finish within the start-up wait.
+    return {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONUNBUFFERED": "1",
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"}
 
 
 def run_to_end(cwd, overrides):

@@ -66,6 +66,13 @@ def cmd_report(args, params):
 
 
 @command
+def cmd_harness(args, params):
+    from whale.harness_cli import run_command, run_dir_for
+
+    print(run_command(args.action, run_dir_for(args.runs, args.run), args.ids), end="")
+
+
+@command
 def cmd_sql(args, params):
     from whale.sql import run_sql
 
@@ -116,6 +123,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="runs/report")
     s.add_argument("--run", action="append", default=None, help="only this run id (repeatable)")
 
+    s = sub.add_parser("harness", help="inspect a run's harness archive (read-only)")
+    s.add_argument("action", choices=["show", "diff", "lineage"],
+                   help="show ID | diff A B | lineage [ID] (tree from the seeds, or from ID)")
+    s.add_argument("ids", nargs="*", help="harness ids or unique prefixes of them")
+    s.add_argument("--run", default=None, help="run id (default: the only run under --runs)")
+    s.add_argument("--runs", default="runs")
+
     s = sub.add_parser("sql", help="query every run's DuckDB (tables attached per run; all_<table> views)")
     s.add_argument("query")
     s.add_argument("--runs", default="runs")
@@ -131,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         params = load_params(args.params, args.profile)
+        COMMANDS[args.cmd](args, params)
     except (FileNotFoundError, ValueError) as e:
         print(f"whale: {e}", file=sys.stderr)
         return 2
-    COMMANDS[args.cmd](args, params)
     return 0
 
 
