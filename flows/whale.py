@@ -60,10 +60,8 @@ def _stagewise(run: Run, h0: str) -> str:
     sched = run.params["schedule"]
     total, every = _steps(run, sched["total_epochs"]), _steps(run, sched["E"])
     end = weight_phase(run, 1, h0, 0, total, checkpoint_every=every)
-    best = _best_weight_point(run, every, end)
-    if best != end.last_step + 1:  # serve the weight stage's best point, chosen on training reward
-        run.ensure_trainer().load_state(checkpoint_dir(run.ckpt_root, best))
-        run.publish_weights()
+    # The harness stage runs on the weight stage's best point, chosen on training reward (also on resume).
+    run.serve_checkpoint(checkpoint_dir(run.ckpt_root, _best_weight_point(run, every, end)))
     evaluate_test(run, 1, "weight", h0)
     end = harness_phase(run, 2, h0, sched["harness_iterations"])
     evaluate_test(run, 2, "harness", end.harness_id)

@@ -88,5 +88,16 @@ class Run:
         backend.check_serving(expected)
         return expected
 
+    def serve_checkpoint(self, ckpt) -> str:
+        """Serve the weights of a saved checkpoint (the trainer, if any, is not moved)."""
+        from whale.model import weights_id
+
+        if weights_id(ckpt) != self.weights_id:
+            self.engine.backend.load(str(ckpt))
+            if self.trainer is not None:
+                self.trainer.load_state(ckpt)
+                self.publish_weights()
+        return self.weights_id
+
     def close(self) -> None:
         self.store.close()

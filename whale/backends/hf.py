@@ -36,10 +36,11 @@ class TransformersBackend(Backend):
         self.load(model_dir)
 
     def load(self, model_dir: str) -> str:
+        served = weights_id(model_dir)  # first: a directory without weights must not keep the old id
         self.model, self.tokenizer = load_model(model_dir, self.dtype)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
-        self.weights_id = weights_id(model_dir)
+        self.weights_id = served
         self.model_dir = str(model_dir)
         return self.weights_id
 

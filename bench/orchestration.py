@@ -1,0 +1,88 @@
+"""Orchestration overhead of a WHALE cycle: wall time outside model compute (Prefect, DuckDB, sandbox, I/O).
+
+Runs one fixed-schedule `whale` flow (2 weight phases + 1 harness phase) on a tiny random model in a
+scratch project, timing model compute (batched generation, SFT steps, checkpoint writes) and
+everything else, side by side in one run. Usage: python bench/orchestration.py [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TIMERS = {"generate": 0.0, "sft_step": 0.0, "checkpoint": 0.0, "hash": 0.0}
+
+
+def timed(owner, name: str, key: str) -> None:
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            TIMERS[key] += time.perf_counter() - t0
+    setattr(owner, name, wrapper)
+
+
+def tiny_model(out: Path) -> Path:
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from whale.model import EMBEDDED, export_model  # noqa: F401  (tokenizer comes from the exported model)
+
+    tok = AutoTokenizer.from_pretrained(ROOT / "data" / "model")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, bos_token_id=tok.bos_token_id,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    LlamaForCausalLM(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keep", default=None, help="scratch directory to keep (default: a temp dir)")
+    args = ap.parse_args()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="whale-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    import os
+
+    os.chdir(work)
+    from tests.flow_project import make_project
+
+    overrides = make_project(work, tiny_model(work / "tiny"))
+    import whale.checkpoint as ckpt
+    import whale.model as model
+    from flows.whale import whale
+    from whale.backends.hf import TransformersBackend
+    from whale.sft import RSFTTrainer
+
+    timed(TransformersBackend, "generate", "generate")
+    timed(RSFTTrainer, "step", "sft_step")
+    timed(ckpt, "save_checkpoint", "checkpoint")
+    timed(model, "model_weights_id", "hash")
+    import flows.phases
+    import whale.runtime
+
+    flows.phases.save_checkpoint = ckpt.save_checkpoint
+    whale.runtime.model_weights_id = model.model_weights_id
+    t0 = time.perf_counter()
+    whale(domain="chess_puzzles", condition="whale", overrides=overrides)
+    wall = time.perf_counter() - t0
+    compute = sum(TIMERS.values())
+    print(f"cycle wall time            {wall:8.2f} s")
+    for k, v in TIMERS.items():
+        print(f"  model compute: {k:10s} {v:8.2f} s")
+    print(f"outside model compute      {wall - compute:8.2f} s  ({(wall - compute) / wall:.0%} of the wall time)")
+    print(f"ratio outside / model      {(wall - compute) / max(compute, 1e-9):8.2f}")
+
+
+if __name__ == "__main__":
+    main()
