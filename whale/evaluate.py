@@ -42,7 +42,7 @@ def write_json(path: Path, data: dict) -> None:
 
 def evaluate(params: dict, domain_name: str, harness_path: str | Path, split: str, k: int,
              run_id: str | None = None, model: str | Path | None = None) -> dict:
-    domain = get_domain(domain_name)
+    domain = get_domain(domain_name, **params.get("verifier", {}).get(domain_name, {}))
     examples = domain.examples(split)
     source = Path(harness_path).read_text()
     engine = make_engine(params, domain, model or model_dir(params))

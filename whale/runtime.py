@@ -26,7 +26,7 @@ class Run:
         self.dir = Path(runs_dir) / run_id
         self.store = Store(self.dir / "rollouts.duckdb")
         self._check_same_run()
-        self.domain = get_domain(domain)
+        self.domain = get_domain(domain, **params.get("verifier", {}).get(domain, {}))
         self.archive = Archive(self.dir, self.store, domain)
         self.ckpt_root = self.dir / "checkpoints"
         self.base_model = model_dir(params)

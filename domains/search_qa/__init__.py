@@ -19,10 +19,15 @@ from whale.types import Example, Verdict
 class SearchQA(Domain):
     name = "search_qa"
 
-    def __init__(self, data_dir: str | Path = "data"):
+    def __init__(self, data_dir: str | Path = "data", judge: bool = False, judge_model: str = "claude-haiku-4-5"):
         super().__init__(data_dir)
         # the domain object is long-lived: the index is built once and serves every episode
         self.index = LazyIndex(self._load_passages)
+        self.judge = None
+        if judge:  # optional, never the default: verdicts cached beside the data
+            from domains.search_qa.judge import LLMJudge
+
+            self.judge = LLMJudge(model=judge_model, cache_path=self.data_dir / "judge_cache.jsonl")
 
     @property
     def corpus_path(self) -> Path:
@@ -48,8 +53,10 @@ class SearchQA(Domain):
         return SearchEnvironment(self.index.get(), example)
 
     def verify(self, example: Example, messages: list[dict], state: dict) -> Verdict:
+        if self.judge is not None:
+            return self.judge.verify(example, messages, state)
         return verify(example.gold, messages, state)
 
 
-def make_domain(data_dir: str | Path = "data") -> SearchQA:
-    return SearchQA(data_dir)
+def make_domain(data_dir: str | Path = "data", **options) -> SearchQA:
+    return SearchQA(data_dir, **options)
