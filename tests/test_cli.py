@@ -1,0 +1,37 @@
+"""`whale eval` and `whale sql` through the real command line on the tiny model."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.flow_project import ROOT, make_project
+
+
+def whale(cwd, *args):
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    return subprocess.run([sys.executable, "-m", "whale.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_model_dir):
+    make_project(tmp_path, tiny_model_dir, domains=("chess_puzzles", "math_reasoning"))
+    harness = ROOT / "harnesses" / "examples" / "chess_choice.py"
+    out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(harness), "--split", "test",
+                "-k", "3", "--model", str(tiny_model_dir))
+    assert out.returncode == 0, out.stderr[-2000:]
+    metrics = json.loads(out.stdout[out.stdout.index("{"):])
+    assert metrics["n"] == 2 * 3 and metrics["n_examples"] == 2 and metrics["stored"] == 6
+    assert metrics["format_rate"] == 1.0  # a choice constraint always yields a legal move
+    saved = list((tmp_path / "runs" / "eval-chess_puzzles" / "metrics").glob("test-*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["mean_at_k"] == metrics["mean_at_k"]
+
+    out = whale(tmp_path, "sql", "SELECT run, split, count(*) AS n, sum(reward) AS solved FROM all_rollouts GROUP BY ALL")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "eval_chess_puzzles" in out.stdout and " 6 " in out.stdout
+
+    # bad input fails with a clear message, not a traceback
+    out = whale(tmp_path, "eval", "--domain", "go", "--harness", str(harness))
+    assert out.returncode == 2 and "unknown domain 'go'" in out.stderr
+    out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(Path(tmp_path) / "missing.py"))
+    assert out.returncode == 2 and "missing.py" in out.stderr
