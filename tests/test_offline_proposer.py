@@ -25,20 +25,17 @@ from whale.store import Store
 from whale.types import Rollout
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = {d: ROOT / "harnesses" / "seeds" / f"{d}.py" for d in ("math_reasoning", "search_qa", "chess_puzzles")}
-MATH = SEEDS["math_reasoning"].read_text()
-SEARCH = SEEDS["search_qa"].read_text()
+SEEDS = {d: (ROOT / "harnesses" / "seeds" / f"{d}.py").read_text()
+         for d in ("math_reasoning", "search_qa", "chess_puzzles")}
+MATH, SEARCH, CHESS = SEEDS["math_reasoning"], SEEDS["search_qa"], SEEDS["chess_puzzles"]
 PROGRAM = (ROOT / "harnesses" / "examples" / "math_program.py").read_text()
-DOMAINS = [pytest.param(d, marks=pytest.mark.skipif(not SEEDS[d].exists(), reason=f"no {d} seed yet"))
-           for d in SEEDS]
-TOOL_OUTPUT = {"role": "user", "content": "Output:\n5"}
 
 
 def rollout(hid: str, i: int, split="harness", weights="w2", cycle=1, stop="answered", formatted=False,
             reward=0.0, messages=None) -> Rollout:
     messages = messages if messages is not None else [
         {"role": "user", "content": "q"}, {"role": "assistant", "content": "```python\nprint(5)\n```"},
-        TOOL_OUTPUT, {"role": "assistant", "content": "It is 5."}]
+        {"role": "user", "content": "Output:\n5"}, {"role": "assistant", "content": "It is 5."}]
     return Rollout(run_id="r1", cycle=cycle, phase="harness", step=1, split=split, example_id=f"e{i}",
                    sample_idx=0, harness_id=hid, weights_id=weights, seed=i, reward=reward,
                    formatted=formatted, stop_reason=stop, turns=2, tokens_out=40, messages=messages)
@@ -69,6 +66,24 @@ def context(tmp_path: Path, domain: str, source: str, rollouts=(), M=2, prompt_o
 
 def primitive_of(candidate) -> str:
     return applied_tags(candidate.source)[-1]
+
+
+def edited(domain: str, name: str, source: str) -> str:
+    info, primitives = library(domain)
+    return next(p for p in primitives if p.name == name).apply(source, info).source
+
+
+def hooks(source: str, calls: list[tuple[str, object]]) -> list:
+    """Run hook calls of one episode in the sandbox; return the actions."""
+    out = []
+    with HarnessSandbox(source) as sandbox:
+        for hook, arg in calls:
+            [(ok, payload)] = sandbox.calls([(0, hook, arg)])
+            assert ok, payload
+            payload.pop("max_turns", None)
+            payload.pop("token_budget", None)
+            out.append(from_wire(payload))
+    return out
 
 
 def test_failure_profile_reads_the_latest_weights_harness_split_only(tmp_path):
@@ -127,18 +142,16 @@ def test_same_seed_same_candidates_and_the_seed_breaks_ties(tmp_path):
     assert len(orders) > 1
 
 
-@pytest.mark.parametrize("domain", DOMAINS)
+@pytest.mark.parametrize("domain", SEEDS)
 def test_every_candidate_loads_in_the_sandbox_and_starts_on_a_real_observation(tmp_path, domain):
     data = get_domain(domain, str(tmp_path / "data"))
     data.prepare({"weight": 2, "harness": 2, "test": 2}, seed=0)
     env = data.environment(data.examples("harness")[0])
     observation = env.reset()
-    source = SEEDS[domain].read_text()
     _, primitives = library(domain)
-    ctx = context(tmp_path, domain, source, M=len(primitives))
+    ctx = context(tmp_path, domain, SEEDS[domain], M=len(primitives))
     candidates = OfflineProposer(seed=0).propose(ctx).candidates
-    assert len(candidates) >= len(primitives) - 2  # a few may not apply to the seed
-    assert len({c.source for c in candidates}) == len(candidates)
+    assert len(candidates) == len(primitives)  # every primitive applies to a seed
     for c in candidates:
         assert static_violations(c.source) == [], primitive_of(c)
         assert check_source(c.source) is None
@@ -150,12 +163,8 @@ def test_every_candidate_loads_in_the_sandbox_and_starts_on_a_real_observation(t
     env.close()
 
 
-@pytest.mark.parametrize("path", [*(p.values[0] for p in DOMAINS), "examples/math_program"])
-def test_prompt_only_candidates_differ_only_in_string_constants(tmp_path, path):
-    file = ROOT / "harnesses" / (path + ".py" if "/" in path else f"seeds/{path}.py")
-    if not file.exists():
-        pytest.skip(f"no {file.name} yet")
-    domain, source = ("math_reasoning" if "/" in path else path), file.read_text()
+@pytest.mark.parametrize("domain,source", [*SEEDS.items(), ("math_reasoning", PROGRAM)])
+def test_prompt_only_candidates_differ_only_in_string_constants(tmp_path, domain, source):
     ctx = context(tmp_path, domain, source, M=3, prompt_only=True)
     candidates = OfflineProposer(seed=0).propose(ctx).candidates
     assert len(candidates) == 3
@@ -198,33 +207,11 @@ def test_lineage_components_accumulate_and_are_not_reapplied(tmp_path):
 
 
 def test_lineage_is_read_from_the_source_when_the_store_lacks_it(tmp_path):
-    _, primitives = library("math_reasoning")
-    info, _ = library("math_reasoning")
-    nudged = next(p for p in primitives if p.name == "format_nudge").apply(MATH, info).source
+    nudged = edited("math_reasoning", "format_nudge", MATH)
     ctx = context(tmp_path, "math_reasoning", nudged, M=20, registered=False)
     candidates = OfflineProposer(seed=0).propose(ctx).candidates
     assert candidates and all(c.components[0] == "format_nudge" for c in candidates)
     assert "format_nudge" not in [c.components[-1] for c in candidates]
-
-
-# --- what the edits do ------------------------------------------------------------------------
-
-def edited(domain: str, name: str, source: str) -> str:
-    info, primitives = library(domain)
-    return next(p for p in primitives if p.name == name).apply(source, info).source
-
-
-def hooks(source: str, calls: list[tuple[str, object]]) -> list:
-    """Run hook calls of one episode in the sandbox; return the actions."""
-    out = []
-    with HarnessSandbox(source) as sandbox:
-        for hook, arg in calls:
-            [(ok, payload)] = sandbox.calls([(0, hook, arg)])
-            assert ok, payload
-            payload.pop("max_turns", None)
-            payload.pop("token_budget", None)
-            out.append(from_wire(payload))
-    return out
 
 
 def test_format_nudge_asks_once_for_the_answer_only_when_it_is_missing():
@@ -316,9 +303,6 @@ def test_the_instruction_literal_is_the_one_start_shows():
 
 # --- chess ---------------------------------------------------------------------------------------
 
-needs_chess = pytest.mark.skipif(not SEEDS["chess_puzzles"].exists(), reason="no chess seed yet")
-
-
 @pytest.fixture(scope="module")
 def chess_examples(tmp_path_factory):
     domain = get_domain("chess_puzzles", str(tmp_path_factory.mktemp("chess")))
@@ -345,13 +329,12 @@ class ChessPicker(Backend):
         return out
 
 
-@needs_chess
 @pytest.mark.parametrize("right", [True, False])
 def test_legal_choices_make_every_answer_a_legal_move(chess_examples, tokenizer, right):
     domain, examples = chess_examples
     examples = [e for e in examples if e.public["n_solver_moves"] == 1]
     assert examples
-    source = edited("chess_puzzles", "legal_choices", SEEDS["chess_puzzles"].read_text())
+    source = edited("chess_puzzles", "legal_choices", CHESS)
     backend = ChessPicker(tokenizer, examples, right)
     rollouts = Engine(backend, domain, Sampling()).run(source, examples, k=1, seed=0, progress=False)
     for r, ex in zip(rollouts, examples):
@@ -362,25 +345,22 @@ def test_legal_choices_make_every_answer_a_legal_move(chess_examples, tokenizer,
         assert r.reward == (1.0 if right else 0.0)
 
 
-@needs_chess
-@pytest.mark.parametrize("name,heading", [("grouped_moves", "Pawn: "), ("annotated_moves", "Other moves: ")])
-def test_move_lists_replace_the_flat_list_and_keep_every_move(chess_examples, name, heading):
+@pytest.mark.parametrize("name", ["grouped_moves", "annotated_moves"])
+def test_move_lists_replace_the_flat_list_and_keep_every_move(chess_examples, name):
     domain, examples = chess_examples
     observation = domain.environment(examples[0]).reset()
-    [prompt] = hooks(edited("chess_puzzles", name, SEEDS["chess_puzzles"].read_text()), [("start", observation)])
+    [prompt] = hooks(edited("chess_puzzles", name, CHESS), [("start", observation)])
     text = prompt.messages[-1]["content"]
     assert " ".join(observation["legal_uci"]) not in text
     for uci, san in zip(observation["legal_uci"], observation["legal_san"]):
         assert text.count(f"{uci} ({san})") == 1
-    assert heading in text or name == "grouped_moves"
 
 
-@needs_chess
 def test_lenient_move_plays_the_last_legal_move_named(chess_examples):
     domain, examples = chess_examples
     observation = domain.environment(examples[0]).reset()
     first_san, last_uci = observation["legal_san"][0], observation["legal_uci"][-1]
-    source = edited("chess_puzzles", "lenient_move", SEEDS["chess_puzzles"].read_text())
+    source = edited("chess_puzzles", "lenient_move", CHESS)
     _, call = hooks(source, [("start", observation), ("act", f"Maybe {first_san}!, no: {last_uci}.")])
     assert call == Call("move", {"move": last_uci})
     _, retry = hooks(source, [("start", observation), ("act", "I resign zz9")])

@@ -35,6 +35,8 @@ def track_position(attr: str, wrap: str = "") -> str:
     ``wrap``, every Prompt returned passes through that method."""
     call = (lambda inner: f"self.{wrap}({inner})") if wrap else (lambda inner: inner)
     return f"""
+        {attr} = None
+
         def start(self, observation):
             self.{attr} = observation
             return {call("super().start(observation)")}
