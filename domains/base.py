@@ -87,11 +87,32 @@ def write_examples(path: Path, examples: list[Example]) -> None:
 
 def read_examples(path: Path, split: str) -> list[Example]:
     out = []
-    with path.open() as f:
-        for line_no, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-                out.append(Example(id=str(row["id"]), split=split, public=row["public"], gold=row["gold"]))
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{line_no}: bad example row ({e})") from None
+    for line_no, row in jsonl_rows(path):
+        try:
+            out.append(Example(id=str(row["id"]), split=split, public=row["public"], gold=row["gold"]))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{line_no}: bad example row ({e})") from None
     return out
+
+
+def jsonl_rows(path: str | Path):
+    """``(line number, parsed row)`` of a JSONL file, blank lines skipped; a bad line raises
+    ``ValueError("path:line: not JSON (...)")``."""
+    with Path(path).open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield line_no, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{line_no}: not JSON ({e.msg})") from None
+
+
+def check_sizes(sizes: dict[str, int]) -> None:
+    """Split sizes must name known splits and be non-negative ints."""
+    unknown = set(sizes) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
+    for split, n in sizes.items():
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"size of split {split!r} must be a non-negative int, got {n!r}")

@@ -12,6 +12,7 @@ import random
 import chess
 
 from domains.chess_puzzles import positions, search
+from domains.base import check_sizes
 from whale.types import SPLITS, Example
 
 TYPES = ("mate1", "mate2", "win_piece")
@@ -106,12 +107,7 @@ def generate(sizes: dict[str, int], seed: int, mix: dict[str, float] | None = No
     """Splits of ``sizes[split]`` puzzles each, disjoint, identical for the same arguments."""
     mix = dict(DEFAULT_MIX if mix is None else mix)
     check_params(mix, max_legal_moves)
-    unknown = set(sizes) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
-    for split, n in sizes.items():
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"size of split {split!r} must be a non-negative int, got {n!r}")
+    check_sizes(sizes)
     seen: set[str] = set()
     out = {split: _draw_split(split, sizes[split], seed, mix, max_legal_moves, seen)
            for split in DRAW_ORDER if split in sizes}

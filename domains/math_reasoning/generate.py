@@ -12,6 +12,7 @@ import math
 import random
 import re
 
+from domains.base import check_sizes
 from whale.types import SPLITS, Example
 
 # Held-out roles first so their content does not depend on the size of the weight split.
@@ -119,12 +120,7 @@ def normalise(question: str) -> str:
 
 def generate(sizes: dict[str, int], seed: int) -> dict[str, list[Example]]:
     """Splits of ``sizes[split]`` examples each, disjoint, identical for the same seed."""
-    unknown = set(sizes) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
-    for split, n in sizes.items():
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"size of split {split!r} must be a non-negative int, got {n!r}")
+    check_sizes(sizes)
     seen: set = set()
     out = {}
     for split in DRAW_ORDER:

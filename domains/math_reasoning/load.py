@@ -14,10 +14,10 @@ once (the published DAPO-Math-17k repeats every problem many times).
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
+from domains.base import jsonl_rows
 from whale.types import SPLITS, Example
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -56,15 +56,8 @@ def _rows(path: Path):
         for i, row in enumerate(pq.read_table(path).to_pylist()):
             yield f"row {i}", row
     elif suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}: line {line_no}: not JSON ({e})") from None
-                yield f"line {line_no}", row
+        for line_no, row in jsonl_rows(path):
+            yield f"line {line_no}", row
     else:
         raise ValueError(f"{path}: unsupported file type {suffix!r}; use .parquet or .jsonl")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from domains.base import write_examples
+from domains.base import jsonl_rows, write_examples
 from whale.types import SPLITS, Example
 
 # Search-R1's multi-hop benchmarks; every other source is counted as single-hop.
@@ -31,22 +31,15 @@ def load_corpus(path: str | Path) -> list[dict]:
     """Passages ``{"id", "title", "text"}`` from a JSONL corpus."""
     path = Path(path)
     out, seen = [], set()
-    with path.open() as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{line_no}: not JSON ({e.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("contents"), str) or "id" not in row:
-                raise ValueError(f"{path}:{line_no}: a corpus row needs 'id' and a string 'contents'")
-            pid = str(row["id"])
-            if pid in seen:
-                raise ValueError(f"{path}:{line_no}: duplicate passage id {pid!r}")
-            seen.add(pid)
-            title, text = split_contents(row["contents"])
-            out.append({"id": pid, "title": title, "text": text})
+    for line_no, row in jsonl_rows(path):
+        if not isinstance(row, dict) or not isinstance(row.get("contents"), str) or "id" not in row:
+            raise ValueError(f"{path}:{line_no}: a corpus row needs 'id' and a string 'contents'")
+        pid = str(row["id"])
+        if pid in seen:
+            raise ValueError(f"{path}:{line_no}: duplicate passage id {pid!r}")
+        seen.add(pid)
+        title, text = split_contents(row["contents"])
+        out.append({"id": pid, "title": title, "text": text})
     if not out:
         raise ValueError(f"{path}: the corpus is empty")
     return out

@@ -67,7 +67,7 @@ def test_missing_problem_names_the_row(tmp_path):
 def test_malformed_json_and_unknown_format(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"problem": "p", "answer": 1}\n{not json\n')
-    with pytest.raises(ValueError, match=r"broken\.jsonl: line 2: not JSON"):
+    with pytest.raises(ValueError, match=r"broken\.jsonl:2: not JSON"):
         load_rows(path, "test")
     with pytest.raises(ValueError, match="unsupported file type"):
         load_rows(tmp_path / "rows.csv", "test")
