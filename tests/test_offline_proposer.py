@@ -241,6 +241,31 @@ def test_search_arguments_and_query_rewrites_reach_the_call():
     assert call == Call("search", {"query": "birthplace Tavel Orimund", "top_k": 3, "max_chars": 800})
 
 
+SHARED = """from harnesses.contract import BaseHarness, Prompt
+
+ASK = Prompt(messages=[{"role": "user", "content": "Answer in <answer> tags, please."}])
+
+
+class Harness(BaseHarness):
+    max_turns = 2
+
+    def start(self, observation):
+        return ASK
+
+    def act(self, completion):
+        return ASK
+"""
+
+
+def test_layers_copy_what_they_change_so_shared_prompts_do_not_leak_between_episodes():
+    source = edited("search_qa", "answer_prefix", SHARED)
+    with HarnessSandbox(source) as sandbox:
+        sandbox.calls([(0, "start", {"question": "q"})])
+        [(_, last)] = sandbox.calls([(0, "act", "no tags")])
+        [(_, fresh)] = sandbox.calls([(1, "start", {"question": "q"})])
+    assert last["prefix"] == "<answer>" and fresh["prefix"] == ""
+
+
 class ScriptedMath(Backend):
     """A stand-in model for the program flow: code on the code turn, digits on the answer turn."""
 

@@ -134,13 +134,19 @@ def masked(source: str) -> str:
 
 
 class OfflineProposer:
+    """Up to ``ctx.M`` candidates, each the incumbent plus one primitive; fewer (possibly none)
+    when the library has nothing new left for this incumbent."""
+
     name = "offline"
 
     def __init__(self, seed: int = 0):
         self.seed = seed
 
     def propose(self, ctx: ProposerContext) -> Proposal:
-        incumbent = (ctx.archive_dir / f"{ctx.incumbent_id}.py").read_text()
+        path = ctx.archive_dir / f"{ctx.incumbent_id}.py"
+        if not path.is_file():
+            raise FileNotFoundError(f"incumbent {ctx.incumbent_id} is not in the archive {ctx.archive_dir}")
+        incumbent = path.read_text()
         view = proposer_view(ctx)
         try:
             profile = failure_profile(view, ctx.incumbent_id)

@@ -62,11 +62,10 @@ def move_prefix(source: str, info: DomainInfo, p: Primitive) -> Edit:
         def open_move_tag(self, action):
             # every turn continues "<move>" and stops at "</move>": the answer is always one tag
             if isinstance(action, Prompt):
-                action.prefix = "<move>"
-                action.stop = ["</move>"]
-                action.max_new_tokens = min(action.max_new_tokens, 12)
+                return dataclasses.replace(action, prefix="<move>", stop=["</move>"],
+                                           max_new_tokens=min(action.max_new_tokens, 12))
             return action
-        ''', ("Prompt",))
+        ''', ("dataclasses", "Prompt"))
 
 
 def legal_choices(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -78,11 +77,10 @@ def legal_choices(source: str, info: DomainInfo, p: Primitive) -> Edit:
             # the turn's output must be one legal move, closed by its tag: never malformed or illegal
             legal = (self.choice_position or {}).get("legal_uci") or []
             if isinstance(action, Prompt) and legal:
-                action.prefix = "<move>"
-                action.choices = [move + "</move>" for move in legal]
-                action.stop = []
+                return dataclasses.replace(action, prefix="<move>", stop=[],
+                                           choices=[move + "</move>" for move in legal])
             return action
-        ''', ("Prompt",))
+        ''', ("dataclasses", "Prompt"))
 
 
 def _move_list_layer(source: str, p: Primitive, attr: str, method: str, helper: str) -> Edit:
@@ -94,14 +92,16 @@ def _move_list_layer(source: str, p: Primitive, attr: str, method: str, helper: 
         def $method(self, action):
             position = self.$attr or {}
             uci, san = position.get("legal_uci") or [], position.get("legal_san") or []
-            users = [m for m in action.messages if m["role"] == "user"] if isinstance(action, Prompt) else []
+            messages = [dict(m) for m in action.messages] if isinstance(action, Prompt) else []
+            users = [m for m in messages if m["role"] == "user"]
             if users and uci and len(uci) == len(san):
                 flat, block = " ".join(uci), self.$helper(uci, san)
                 text = users[-1]["content"]
                 # the new list replaces the flat one where the harness printed it, else it is added
                 users[-1]["content"] = text.replace(flat, "\n" + block, 1) if flat in text else text + "\n" + block
+                return dataclasses.replace(action, messages=messages)
             return action
-        ''' + HELPERS[helper], ("Prompt",), attr=attr, method=method, helper=helper)
+        ''' + HELPERS[helper], ("dataclasses", "Prompt"), attr=attr, method=method, helper=helper)
 
 
 HELPERS = {
@@ -145,12 +145,14 @@ def board_diagram(source: str, info: DomainInfo, p: Primitive) -> Edit:
     return layer(source, p, track_position("board_position", "add_board") + r'''
         def add_board(self, action):
             board = (self.board_position or {}).get("board")
-            users = [m for m in action.messages if m["role"] == "user"] if isinstance(action, Prompt) else []
+            messages = [dict(m) for m in action.messages] if isinstance(action, Prompt) else []
+            users = [m for m in messages if m["role"] == "user"]
             # the diagram shows where the pieces stand, which a FEN string hides from a small model
             if users and board:
                 users[-1]["content"] += "\n\nBoard (white in capitals, rank 8 at the top):\n" + board
+                return dataclasses.replace(action, messages=messages)
             return action
-        ''', ("Prompt",))
+        ''', ("dataclasses", "Prompt"))
 
 
 def lenient_move(source: str, info: DomainInfo, p: Primitive) -> Edit:

@@ -120,11 +120,10 @@ def answer_prefix(source: str, info: DomainInfo, p: Primitive) -> Edit:
         def prefill_last(self, action):
             # the last turn the engine allows opens with the answer tag, so it cannot miss the format
             if isinstance(action, Prompt) and self.prefill_turns + 1 >= self.max_turns:
-                action.prefix = $prefix
-                action.stop = [$stop]
-                action.max_new_tokens = min(action.max_new_tokens, $tokens)
+                return dataclasses.replace(action, prefix=$prefix, stop=[$stop],
+                                           max_new_tokens=min(action.max_new_tokens, $tokens))
             return action
-        ''', ("Prompt",), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
+        ''', ("dataclasses", "Prompt"), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
         tokens=info.answer_tokens)
 
 
@@ -154,9 +153,9 @@ def more_tokens(source: str, info: DomainInfo, p: Primitive) -> Edit:
 
         def longer_turn(self, action):
             if isinstance(action, Prompt):
-                action.max_new_tokens = min(2 * action.max_new_tokens, self.token_budget)
+                return dataclasses.replace(action, max_new_tokens=min(2 * action.max_new_tokens, self.token_budget))
             return action
-        ''', ("Prompt",), tag=f"tokens_x2_{budget}", budget=budget)
+        ''', ("dataclasses", "Prompt"), tag=f"tokens_x2_{budget}", budget=budget)
 
 
 def sentence(pick: Callable[[DomainInfo], str]):

@@ -23,6 +23,7 @@ CONTRACT_DEFAULTS = {"max_turns": 2, "token_budget": 512}  # harnesses.contract.
 # Names a layer may use and the import that binds each when the module lacks it.
 IMPORTS = {
     "re": "import re",
+    "dataclasses": "import dataclasses",
     "Prompt": "from harnesses.contract import Prompt",
     "Call": "from harnesses.contract import Call",
     "Finish": "from harnesses.contract import Finish",

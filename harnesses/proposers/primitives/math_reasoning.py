@@ -39,16 +39,15 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
             prompt = super().start(observation)
             ask = ("Write a short Python program that computes the answer and prints it. "
                    "Reply with the program only.")
-            users = [m for m in prompt.messages if m["role"] == "user"]
+            messages = [dict(m) for m in prompt.messages]
+            users = [m for m in messages if m["role"] == "user"]
             if users:
                 users[-1]["content"] += "\n\n" + ask
             else:
-                prompt.messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})
+                messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})
             # turn 1 is code: it continues an open fence and stops at the closing one
-            prompt.prefix = "```python\n"
-            prompt.stop = ["```"]
-            prompt.max_new_tokens = max(prompt.max_new_tokens, 200)
-            return prompt
+            return dataclasses.replace(prompt, messages=messages, prefix="```python\n", stop=["```"],
+                                       max_new_tokens=max(prompt.max_new_tokens, 200))
 
         def act(self, completion):
             if self.program_stage == "code":
@@ -63,7 +62,7 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
             # the answer turn continues "\boxed{" and stops at "}": the box is always closed
             return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=16, stop=["}"],
                           prefix="\\boxed{")
-        ''', ("Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2))
+        ''', ("dataclasses", "Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2))
 
 
 def fix_on_error(source: str, info: DomainInfo, p: Primitive) -> Edit:

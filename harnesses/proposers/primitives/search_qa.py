@@ -53,9 +53,9 @@ def set_search_arg(key: str, value: int, why: str):
                 action = super().act(completion)
                 # $why
                 if isinstance(action, Call) and action.tool == "search":
-                    action.args[$key] = $value
+                    return dataclasses.replace(action, args={**action.args, $key: $value})
                 return action
-            ''', ("Call",), key=quote(key), value=value, why=why)
+            ''', ("dataclasses", "Call"), key=quote(key), value=value, why=why)
     return edit
 
 
@@ -68,9 +68,7 @@ def search_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
         def start(self, observation):
             prompt = super().start(observation)
             # the first turn opens a search, so every episode reads a passage before it answers
-            prompt.prefix = "<search>"
-            prompt.stop = ["</search>"]
-            return prompt
+            return dataclasses.replace(prompt, prefix="<search>", stop=["</search>"])
 
         def act(self, completion):
             first, self.search_first_pending = self.search_first_pending, False
@@ -79,7 +77,7 @@ def search_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
             if first and query and not isinstance(action, Call):
                 return Call("search", {"query": query})
             return action
-        ''', ("Call",))
+        ''', ("dataclasses", "Call"))
 
 
 def query_add_entity(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -100,9 +98,9 @@ def query_add_entity(source: str, info: DomainInfo, p: Primitive) -> Edit:
                 names = [n for n in self.entity_names.findall(self.entity_question)
                          if n not in self.entity_skip and n.lower() not in query.lower()]
                 if names:
-                    action.args["query"] = " ".join([query] + names).strip()
+                    return dataclasses.replace(action, args={**action.args, "query": " ".join([query] + names)})
             return action
-        ''', ("re", "Call"))
+        ''', ("re", "dataclasses", "Call"))
 
 
 def query_from_question(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -120,10 +118,10 @@ def query_from_question(source: str, info: DomainInfo, p: Primitive) -> Edit:
             # passage; later searches (the bridge of a two-hop question) stay the model's own
             if isinstance(action, Call) and action.tool == "search" and not self.first_query_done:
                 self.first_query_done = True
-                query = str(action.args.get("query", ""))
-                action.args["query"] = " ".join([self.first_query_question, query]).strip()
+                query = " ".join([self.first_query_question, str(action.args.get("query", ""))]).strip()
+                return dataclasses.replace(action, args={**action.args, "query": query})
             return action
-        ''', ("Call",))
+        ''', ("dataclasses", "Call"))
 
 
 def query_short(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -135,9 +133,9 @@ def query_short(source: str, info: DomainInfo, p: Primitive) -> Edit:
                 lines = str(action.args.get("query", "")).strip().splitlines()
                 words = lines[0].split()[:8] if lines else []
                 if words:
-                    action.args["query"] = " ".join(words)
+                    return dataclasses.replace(action, args={**action.args, "query": " ".join(words)})
             return action
-        ''', ("Call",))
+        ''', ("dataclasses", "Call"))
 
 
 def retrieved_titles(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -153,11 +151,13 @@ def retrieved_titles(source: str, info: DomainInfo, p: Primitive) -> Edit:
                     self.titles_read.append(passage.get("title"))
             # naming what was already read steers the next search elsewhere
             if isinstance(action, Prompt) and action.messages and self.titles_read:
-                action.messages[-1]["content"] += (
+                messages = [dict(m) for m in action.messages]
+                messages[-1]["content"] += (
                     "\n\nPassages read so far: " + "; ".join(str(t) for t in self.titles_read)
                     + ". If they do not answer the question, search for something else.")
+                return dataclasses.replace(action, messages=messages)
             return action
-        ''', ("Prompt",))
+        ''', ("dataclasses", "Prompt"))
 
 
 def lenient_search(source: str, info: DomainInfo, p: Primitive) -> Edit:
