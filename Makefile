@@ -3,7 +3,7 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-DOMAIN ?= math_reasoning
+DOMAIN ?= chess_puzzles
 CONDITION ?= adaptive_whale
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
