@@ -33,9 +33,9 @@ model: setup
 data: setup
 	$(BIN)/whale prepare --domain all
 
+# `whale run` writes the report of every run under runs/ at the end and prints its path.
 run: setup model data
 	$(BIN)/whale run --domain $(DOMAIN) --condition $(CONDITION)
-	$(BIN)/whale report
 
 test: setup browser model
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests
