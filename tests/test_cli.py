@@ -35,3 +35,19 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     assert out.returncode == 2 and "unknown domain 'go'" in out.stderr
     out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(Path(tmp_path) / "missing.py"))
     assert out.returncode == 2 and "missing.py" in out.stderr
+
+
+def test_sql_skips_a_run_that_is_being_written(tmp_path):
+    from whale.store import Store
+
+    with Store(tmp_path / "runs" / "done" / "rollouts.duckdb") as store:
+        store.insert("runs", [{"run_id": "done", "domain": "d", "condition": "c", "params": "{}"}])
+    writer = Store(tmp_path / "runs" / "busy" / "rollouts.duckdb")  # held open, as by a running flow
+    try:
+        out = subprocess.run([sys.executable, "-c", "import sys; from whale.sql import run_sql; "
+                              "print(run_sql('SELECT run_id FROM all_runs', sys.argv[1]))", str(tmp_path / "runs")],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "done" in out.stdout and "skipped busy" in out.stderr
+    finally:
+        writer.close()

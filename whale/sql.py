@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import duckdb
@@ -14,7 +15,12 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
     names = []
     for db in sorted(Path(runs_dir).glob("*/rollouts.duckdb")):
         alias = re.sub(r"\W", "_", db.parent.name)
-        con.execute(f"ATTACH '{db}' AS \"{alias}\" (READ_ONLY)")
+        try:
+            con.execute(f"ATTACH '{db}' AS \"{alias}\" (READ_ONLY)")
+        except duckdb.IOException as e:  # a run being written holds the file's only lock
+            print(f"whale sql: skipped {db.parent.name} (in use by a running job: {str(e).splitlines()[0]})",
+                  file=sys.stderr)
+            continue
         names.append(alias)
     if names:
         tables = {t for (t,) in con.execute(
