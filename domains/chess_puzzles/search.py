@@ -18,28 +18,24 @@ MATE_SCORE = 1000
 MIN_CHOICES = 2
 
 
-def mating_moves(board: chess.Board) -> list[chess.Move]:
-    """Every legal move that checkmates at once (only checking moves can)."""
-    out = []
+def _mates(board: chess.Board):
+    """Legal moves that checkmate at once, lazily (only checking moves can)."""
     for move in board.legal_moves:
         if board.gives_check(move):
             board.push(move)
             mate = board.is_checkmate()
             board.pop()
             if mate:
-                out.append(move)
-    return out
+                yield move
+
+
+def mating_moves(board: chess.Board) -> list[chess.Move]:
+    """Every legal move that checkmates at once."""
+    return list(_mates(board))
 
 
 def has_mate_in_1(board: chess.Board) -> bool:
-    for move in board.legal_moves:
-        if board.gives_check(move):
-            board.push(move)
-            mate = board.is_checkmate()
-            board.pop()
-            if mate:
-                return True
-    return False
+    return next(_mates(board), None) is not None
 
 
 def every_defence_mated(board: chess.Board, move: chess.Move) -> bool:
