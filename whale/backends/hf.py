@@ -70,7 +70,8 @@ class TransformersBackend(Backend):
             ids[i, width - len(r.ids):] = torch.tensor(r.ids)
             attn[i, width - len(r.ids):] = 1
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
+        # Only the last position's logits are needed: a full [batch, length, vocab] tensor is gigabytes.
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
         cache, logits = _cache(out), out.logits[:, -1, :].float()
         gens = [torch.Generator().manual_seed(r.seed) for r in reqs]
         constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
