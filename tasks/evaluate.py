@@ -27,14 +27,12 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
     if done:
         names = [d[0] for d in run.store.con.description]
         return dict(zip(names, done[0]))
-    rollouts = run.store.load_rollouts("run_id = ? AND phase = 'eval' AND harness_id = ? AND weights_id = ?",
-                                       [run.run_id, harness_id, wid])
-    examples = run.domain.examples("test")
-    if len(rollouts) != len(examples) * k:
-        step = run.store.query("SELECT count(*) FROM evals WHERE run_id = ?", [run.run_id])[0][0]
-        rollouts = run.engine.run(run.archive.source(harness_id), examples, k, seed=run.params["seed"] + 10_007,
-                                  ctx=RolloutContext(run.run_id, cycle, "eval", step), desc=f"test eval c{cycle} {phase}")
-        run.store.insert_rollouts(rollouts)
+    step = run.store.query("SELECT count(*) FROM evals WHERE run_id = ?", [run.run_id])[0][0]
+    # the same (harness, weights) evaluated at an earlier boundary is read back, not re-rolled
+    rollouts = run.rollouts_once(harness_id, run.domain.examples("test"), k, run.params["seed"] + 10_007,
+                                 RolloutContext(run.run_id, cycle, "eval", step), f"test eval c{cycle} {phase}",
+                                 "run_id = ? AND phase = 'eval' AND harness_id = ? AND weights_id = ?",
+                                 [run.run_id, harness_id, wid])
     m = summarize(rollouts)
     row = {"run_id": run.run_id, "cycle": cycle, "phase": phase, "harness_id": harness_id, "weights_id": wid,
            "split": "test", "k": k, "n_examples": m["n_examples"], "mean_at_k": m["mean_at_k"],

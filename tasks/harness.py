@@ -100,16 +100,11 @@ def evaluate_harness(run: Run, cycle: int, iteration: int, harness_id: str, smok
 
 
 def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples, k: int, desc: str):
-    ids = [e.id for e in examples]
-    stored = run.store.load_rollouts(
-        "run_id = ? AND phase = 'harness' AND cycle = ? AND step = ? AND harness_id = ? AND weights_id = ? "
-        "AND list_contains(?, example_id)", [run.run_id, cycle, step, harness_id, run.weights_id, ids])
-    if len(stored) == len(examples) * k:
-        return stored
-    rollouts = run.engine.run(run.archive.source(harness_id), examples, k, seed=run.params["seed"] + 7 * step,
-                              ctx=RolloutContext(run.run_id, cycle, "harness", step), desc=desc)
-    run.store.insert_rollouts(rollouts)
-    return rollouts
+    key = ("run_id = ? AND phase = 'harness' AND cycle = ? AND step = ? AND harness_id = ? AND weights_id = ? "
+           "AND list_contains(?, example_id)")
+    return run.rollouts_once(harness_id, examples, k, run.params["seed"] + 7 * step,
+                             RolloutContext(run.run_id, cycle, "harness", step), desc, key,
+                             [run.run_id, cycle, step, harness_id, run.weights_id, [e.id for e in examples]])
 
 
 def _score(run: Run, cycle: int, iteration: int, harness_id: str, rollouts) -> dict:

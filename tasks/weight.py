@@ -25,17 +25,10 @@ def weight_batch(run: Run, step: int) -> list[Example]:
 @task(cache_policy=NONE, task_run_name="sample_rollouts-step{step}")
 def sample_rollouts(run: Run, cycle: int, step: int, harness_id: str) -> list[Rollout]:
     """k rollouts per prompt of the step's batch under the current harness and weights."""
-    batch = run.params["rsft"]["prompt_batch"]
-    k = run.params["rsft"]["k"]
     key = "run_id = ? AND phase = 'weight' AND step = ? AND harness_id = ? AND weights_id = ?"
-    stored = run.store.load_rollouts(key, [run.run_id, step, harness_id, run.weights_id])
-    if len(stored) == batch * k:
-        return stored
-    rollouts = run.engine.run(run.archive.source(harness_id), weight_batch(run, step), k,
-                              seed=run.params["seed"] * 1_000_003 + step,
-                              ctx=RolloutContext(run.run_id, cycle, "weight", step), desc=f"RSFT step {step}")
-    run.store.insert_rollouts(rollouts)
-    return rollouts
+    return run.rollouts_once(harness_id, weight_batch(run, step), run.params["rsft"]["k"],
+                             run.params["seed"] * 1_000_003 + step, RolloutContext(run.run_id, cycle, "weight", step),
+                             f"RSFT step {step}", key, [run.run_id, step, harness_id, run.weights_id])
 
 
 @task(cache_policy=NONE)

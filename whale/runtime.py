@@ -54,6 +54,20 @@ class Run:
             self.archive.set_status(hid, "ok")
         return hid
 
+    def rollouts_once(self, harness_id: str, examples, k: int, seed: int, ctx, desc: str,
+                      stored_where: str, stored_params: list) -> list:
+        """Rollouts of ``harness_id`` on ``examples`` (k each) under the served weights, stored.
+
+        When the rows matching ``stored_where`` are already a complete set (a resumed run), they
+        are read back instead: a rollout is never drawn, nor stored, twice.
+        """
+        stored = self.store.load_rollouts(stored_where, stored_params)
+        if len(stored) == len(examples) * k:
+            return stored
+        rollouts = self.engine.run(self.archive.source(harness_id), examples, k, seed, ctx, desc=desc)
+        self.store.insert_rollouts(rollouts)
+        return rollouts
+
     # -- weights ---------------------------------------------------------------------------
     @property
     def weights_id(self) -> str:
