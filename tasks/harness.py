@@ -8,6 +8,7 @@ from prefect.cache_policies import NONE
 
 from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_proposer
 from harnesses.validate import check_candidate, smoke_error
+from whale.evaluate import write_json
 from whale.metrics import summarize
 from whale.runtime import Run
 from whale.types import RolloutContext
@@ -50,6 +51,10 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
         "cost_usd": proposal.cost_usd, "fallback_reason": proposal.fallback_reason}])
     if proposal.fallback_reason:
         print(f"cycle {cycle} iteration {iteration}: fell back to the offline proposer ({proposal.fallback_reason})")
+    if proposal.transcript:
+        # the proposer's reasoning is the only record of why a candidate was written
+        write_json(run.dir / "proposals" / f"c{cycle}-i{iteration}.json", {
+            "proposer": proposal.proposer, "model": proposal.model, "messages": proposal.transcript})
     return [run.archive.add(c.source, origin=c.origin, parents=c.parents, hypothesis=c.hypothesis, axis=c.axis,
                             components=c.components, cycle=cycle, iteration=iteration) for c in proposal.candidates]
 

@@ -1,0 +1,65 @@
+"""A harness-only run whose proposer is Claude, reached through the real SDK at a loopback server.
+
+The proposer unit tests drive `ClaudeProposer` directly; this one checks the wiring a user relies
+on: `proposer: claude` in params, credentials and base URL from the environment, the candidate
+archived with its hypothesis, scored under the run's weights, the tokens in the ledger and the
+session's transcript saved next to the archive.
+"""
+import json
+from pathlib import Path
+
+import duckdb
+
+from tests.flow_project import make_project
+from tests.support.messages_server import MessagesServer, message, text, tool_use
+
+ROOT = Path(__file__).resolve().parents[1]
+H0 = (ROOT / "harnesses" / "examples" / "chess_choice.py").read_text()
+CANDIDATE = H0.replace("Reply with the best move in UCI notation.",
+                       "Checks and captures first. Reply with the best move in UCI notation.")
+HYPOTHESIS = "pointing at forcing moves first raises the solve rate"
+
+
+def test_claude_proposer_in_a_harness_only_run(tmp_path, tiny_model_dir, monkeypatch):
+    from flows.whale import whale
+
+    assert CANDIDATE != H0
+    overrides = make_project(tmp_path, tiny_model_dir)
+    overrides["harness_search"].update(proposer="claude", claude={"retries": 1, "timeout_s": 20})
+    overrides["schedule"]["harness_iterations"] = 2  # re-evaluate h0, then one Claude iteration
+    monkeypatch.chdir(tmp_path)
+    script = [
+        message(text("Trying one prompt change."),
+                tool_use("write_candidate", {"source": CANDIDATE, "hypothesis": HYPOTHESIS, "axis": "prompt",
+                                             "components": ["instructions"]}),
+                input_tokens=1200, output_tokens=300),
+        message(tool_use("finish", {}), input_tokens=1500, output_tokens=10),
+    ]
+    with MessagesServer(script) as srv:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
+        assert srv.remaining == 0 and len(srv.requests) == 2
+
+    run_dir = tmp_path / "runs" / "chess_puzzles-harness_only"
+    con = duckdb.connect(str(run_dir / "rollouts.duckdb"), read_only=True)
+    try:
+        calls = con.execute("SELECT proposer, input_tokens, output_tokens, cost_usd, fallback_reason "
+                            "FROM proposer_calls").fetchall()
+        archived = con.execute("SELECT harness_id, origin, hypothesis, axis, status FROM harnesses "
+                               "WHERE origin <> 'seed'").fetchall()
+        scored = con.execute("SELECT harness_id, iteration, n FROM scores WHERE split = 'harness' "
+                             "ORDER BY iteration").fetchall()
+    finally:
+        con.close()
+    assert calls == [("claude", 2700, 310, calls[0][3], None)] and calls[0][3] > 0
+    assert len(archived) == 1 and archived[0][1:] == ("claude", HYPOTHESIS, "prompt", "ok")
+    cid = archived[0][0]
+    assert (run_dir / "harnesses" / f"{cid}.py").read_text() == CANDIDATE
+    assert [(h, i) for h, i, _ in scored][-1] == (cid, 2) and scored[-1][2] == 2  # one per harness example
+
+    transcript = json.loads((run_dir / "proposals" / "c1-i2.json").read_text())
+    assert transcript["proposer"] == "claude"
+    roles = [m["role"] for m in transcript["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    assert transcript["messages"][1]["content"][1]["input"]["hypothesis"] == HYPOTHESIS
