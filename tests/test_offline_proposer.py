@@ -16,7 +16,7 @@ from harnesses.sandbox import HarnessSandbox, static_violations
 from harnesses.validate import prompt_only_violation
 from whale.store import Store
 
-from tests.offline_support import (SEEDS, MATH, SEARCH, PROGRAM, rollout, register, context, primitive_of, edited)
+from tests.offline_support import (SEEDS, MATH, SEARCH, CHESS, PROGRAM, rollout, register, context, primitive_of, edited)
 
 
 def test_failure_profile_reads_the_latest_weights_harness_split_only(tmp_path):
@@ -145,3 +145,48 @@ def test_lineage_is_read_from_the_source_when_the_store_lacks_it(tmp_path):
     candidates = OfflineProposer(seed=0).propose(ctx).candidates
     assert candidates and all(c.components[0] == "format_nudge" for c in candidates)
     assert "format_nudge" not in [c.components[-1] for c in candidates]
+
+
+SEARCHED = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<search>q</search>"},
+            {"role": "user", "content": "Doc 1 (Title: A) text"}, {"role": "assistant", "content": "A."}]
+SILENT = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "A."}]
+
+
+def _sibling(ctx, domain: str, source: str, rows) -> str:
+    """Archive ``source`` as an `ok` offline child of the incumbent with harness-split ``rows``."""
+    hid = harness_id(source)
+    (ctx.archive_dir / f"{hid}.py").write_text(source)
+    with Store(ctx.store_path) as store:
+        register(store, hid, domain, applied_tags(source), [ctx.incumbent_id], origin="offline")
+        store.insert_rollouts(rows(hid))
+    return hid
+
+
+def test_edits_build_on_a_sibling_that_ties_on_reward_with_fewer_unsolved_failures(tmp_path):
+    h0 = harness_id(SEARCH)
+    ctx = context(tmp_path, "search_qa", SEARCH, [rollout(h0, i, messages=SILENT) for i in range(4)])
+    searching = edited("search_qa", "search_first", SEARCH)
+    stone = _sibling(ctx, "search_qa", searching, lambda h: [rollout(h, i, messages=SEARCHED) for i in range(4)])
+    candidates = OfflineProposer(seed=0).propose(ctx).candidates
+    assert candidates
+    for c in candidates:
+        assert c.parents == [stone] and f"ties incumbent {h0}" in c.hypothesis
+        assert applied_tags(c.source)[0] == "search_first" and c.components[0] == "search_first"
+
+
+@pytest.mark.parametrize("case", ["lower_reward", "other_weights", "not_ok", "chess_moves_are_not_tools"])
+def test_the_incumbent_stays_the_parent(tmp_path, case):
+    domain, seed = ("chess_puzzles", CHESS) if case == "chess_moves_are_not_tools" else ("search_qa", SEARCH)
+    h0 = harness_id(seed)
+    mine = [rollout(h0, i, messages=SILENT, reward=float(case == "lower_reward" and i == 0),
+                    formatted=case == "lower_reward" and i == 0) for i in range(4)]
+    ctx = context(tmp_path, domain, seed, mine)
+    weights = "w1" if case == "other_weights" else "w2"
+    other = edited(domain, "search_first" if domain == "search_qa" else "more_retries", seed)
+    stone = _sibling(ctx, domain, other, lambda h: [rollout(h, i, weights=weights, messages=SEARCHED)
+                                                    for i in range(4)])
+    if case == "not_ok":
+        with Store(ctx.store_path) as store:
+            store.con.execute("UPDATE harnesses SET status = 'error' WHERE harness_id = ?", [stone])
+    candidates = OfflineProposer(seed=0).propose(ctx).candidates
+    assert candidates and all(c.parents == [h0] for c in candidates)

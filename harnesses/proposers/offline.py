@@ -3,8 +3,11 @@
 It reads the incumbent's failure profile from the harness-split rollouts (how often episodes end
 unformatted, truncated, at the turn cap, with a wrong answer, with a tool error, without using a
 tool), ranks the domain's primitives by the failures they address times a prior, and applies the
-best ones to the incumbent's source, one mechanism per candidate. Primitives already in the
-incumbent's lineage and sources already in the archive are skipped. Seeded randomness only breaks
+best ones to the parent's source, one mechanism per candidate. The parent is the incumbent,
+unless another harness of the archive ties it on reward under the same weights with fewer
+unsolved failures (a stepping stone: it searches, or stops truncating, where the incumbent does
+not, and the reward cannot show it yet). Primitives already in the parent's lineage and sources
+already in the archive are skipped. Seeded randomness only breaks
 ties, so the same run state and seed give the same candidates. Candidates are ordinary harness
 modules: the incumbent's code plus a short commented layer or an in-place edit.
 """
@@ -26,6 +29,8 @@ from harnesses.sandbox import static_violations
 
 # A primitive that addresses none of the measured failures still ranks by its prior.
 BASE_RATE = 0.05
+# Failures that keep an episode from being graded at all (see `unsolved`).
+UNSOLVED = ("not_formatted", "truncated", "turn_cap", "error", "tool_error")
 # What a tool failure looks like once a harness has rendered it (math tracebacks, search errors,
 # chess "illegal"/"not a legal move"); the chess verifier also counts illegal moves itself.
 _TOOL_ERROR = re.compile(r"\b(error|traceback|exception|illegal)\b|not a (legal )?move", re.I)
@@ -44,7 +49,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     ``tool_error`` (an observation shown to the model reports an error, a traceback or an illegal
     move, or the verdict counts illegal moves),
     ``no_tool`` (nothing but the opening prompt was ever shown: no tool result, no nudge).
-    Also ``n``, ``success``, ``mean_turns``, ``mean_tokens_out`` and ``weights_id``.
+    Also ``n``, ``success``, ``mean_reward``, ``mean_turns``, ``mean_tokens_out`` and ``weights_id``.
     """
     rows = con.execute(
         """
@@ -55,7 +60,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
         FROM rollouts WHERE harness_id = ? AND split = 'harness'
           AND weights_id = (SELECT weights_id FROM latest)
         """, [harness_id, harness_id]).fetchall()
-    profile = {"n": len(rows), "weights_id": rows[0][0] if rows else None, "success": 0.0,
+    profile = {"n": len(rows), "weights_id": rows[0][0] if rows else None, "success": 0.0, "mean_reward": 0.0,
                "mean_turns": 0.0, "mean_tokens_out": 0.0, **{k: 0.0 for k in FAILURES}}
     if not rows:
         return profile
@@ -72,9 +77,39 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     n = len(rows)
     profile.update({k: v / n for k, v in counts.items()})
     profile["success"] = sum((r[3] or 0) > 0 for r in rows) / n
+    profile["mean_reward"] = sum(r[3] or 0 for r in rows) / n
     profile["mean_turns"] = sum(r[4] or 0 for r in rows) / n
     profile["mean_tokens_out"] = sum(r[5] or 0 for r in rows) / n
     return profile
+
+
+def unsolved(profile: dict, tool_expected: bool) -> float:
+    """How far a harness's episodes are from a gradable answer: the failure rates a better harness
+    removes before the reward can move (a wrong but parsable answer is not among them)."""
+    kinds = UNSOLVED + (("no_tool",) if tool_expected else ())
+    return sum(profile[k] for k in kinds)
+
+
+def stepping_stone(con: duckdb.DuckDBPyConnection, incumbent_id: str, tool_expected: bool) -> tuple[str, dict]:
+    """The harness the next edits build on, and its failure profile.
+
+    The incumbent, unless an ``ok`` harness scored under the incumbent's weights has at least its
+    mean reward and strictly fewer unsolved failures: selection keeps the incumbent on a tie, but
+    a search that only ever edits the incumbent cannot stack two changes that each fix one failure.
+    """
+    best, profile = incumbent_id, failure_profile(con, incumbent_id)
+    if not profile["n"]:
+        return best, profile
+    others = con.execute(
+        "SELECT DISTINCT r.harness_id FROM rollouts r JOIN harnesses h USING (harness_id) "
+        "WHERE r.split = 'harness' AND r.weights_id = ? AND h.status = 'ok' AND r.harness_id <> ? "
+        "ORDER BY r.harness_id", [profile["weights_id"], incumbent_id]).fetchall()
+    for (hid,) in others:
+        p = failure_profile(con, hid)
+        if (p["weights_id"] == profile["weights_id"] and p["mean_reward"] >= profile["mean_reward"] - 1e-9
+                and unsolved(p, tool_expected) < unsolved(profile, tool_expected) - 1e-9):
+            best, profile = hid, p
+    return best, profile
 
 
 def _illegal(verdict) -> int:
@@ -143,37 +178,37 @@ class OfflineProposer:
         self.seed = seed
 
     def propose(self, ctx: ProposerContext) -> Proposal:
-        path = ctx.archive_dir / f"{ctx.incumbent_id}.py"
-        if not path.is_file():
+        if not (ctx.archive_dir / f"{ctx.incumbent_id}.py").is_file():
             raise FileNotFoundError(f"incumbent {ctx.incumbent_id} is not in the archive {ctx.archive_dir}")
-        incumbent = path.read_text()
+        info, primitives = library(ctx.domain)
         view = proposer_view(ctx)
         try:
-            profile = failure_profile(view, ctx.incumbent_id)
-            lineage = lineage_components(view, ctx.incumbent_id)
+            parent, profile = stepping_stone(view, ctx.incumbent_id, info.tool_expected)
+            lineage = lineage_components(view, parent)
         finally:
             view.close()
-        lineage += [t for t in applied_tags(incumbent) if t not in lineage]
-        info, primitives = library(ctx.domain)
+        source = (ctx.archive_dir / f"{parent}.py").read_text()
+        lineage += [t for t in applied_tags(source) if t not in lineage]
         if ctx.prompt_only:
             primitives = tuple(p for p in primitives if p.prompt_only)
         rng = random.Random(f"offline:{self.seed}:{ctx.cycle}:{ctx.iteration}")
-        edits = self._edits(rank(primitives, profile, rng), incumbent, info, lineage, ctx)
+        edits = self._edits(rank(primitives, profile, rng), source, info, lineage, ctx)
         chosen = _diverse(edits, ctx.M)
-        candidates = [Candidate(source=e.source, hypothesis=_hypothesis(p, profile, ctx.incumbent_id),
-                                axis=p.axis, components=lineage + [e.tag], parents=[ctx.incumbent_id],
+        label = parent if parent == ctx.incumbent_id else f"{parent}, which ties incumbent {ctx.incumbent_id} on reward"
+        candidates = [Candidate(source=e.source, hypothesis=_hypothesis(p, profile, label),
+                                axis=p.axis, components=lineage + [e.tag], parents=[parent],
                                 origin="offline") for p, e in chosen]
         return Proposal(candidates=candidates, proposer=self.name, model=None)
 
     @staticmethod
-    def _edits(ranked: list[Primitive], incumbent: str, info: DomainInfo, lineage: list[str],
+    def _edits(ranked: list[Primitive], parent: str, info: DomainInfo, lineage: list[str],
                ctx: ProposerContext) -> list[tuple[Primitive, Edit]]:
-        """Applicable, new, valid edits of the incumbent, in rank order."""
+        """Applicable, new, valid edits of the parent's source, in rank order."""
         out, seen = [], set()
-        base = masked(incumbent) if ctx.prompt_only else None
+        base = masked(parent) if ctx.prompt_only else None
         for p in ranked:
             try:
-                edit = p.apply(incumbent, info)
+                edit = p.apply(parent, info)
             except NotApplicable:
                 continue
             hid = harness_id(edit.source)
@@ -200,10 +235,10 @@ def _diverse(edits: list[tuple[Primitive, Edit]], m: int) -> list[tuple[Primitiv
     return sorted(chosen, key=edits.index)
 
 
-def _hypothesis(p: Primitive, profile: dict, incumbent_id: str) -> str:
+def _hypothesis(p: Primitive, profile: dict, parent: str) -> str:
     """The primitive's claim plus the evidence it was chosen on."""
     if not profile["n"]:
-        return f"{p.hypothesis} (no harness-split rollouts of {incumbent_id} yet)"
+        return f"{p.hypothesis} (no harness-split rollouts of {parent} yet)"
     seen = sorted((a for a in p.addresses if profile[a] > 0), key=lambda a: -profile[a])
     rates = ", ".join(f"{a.replace('_', ' ')} {profile[a]:.0%}" for a in seen) or "none of its failures seen"
-    return f"{p.hypothesis} (incumbent {incumbent_id}: {rates} of {profile['n']} harness rollouts)"
+    return f"{p.hypothesis} (parent {parent}: {rates} of {profile['n']} harness rollouts)"

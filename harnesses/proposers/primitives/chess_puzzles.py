@@ -24,6 +24,7 @@ INFO = DomainInfo(
     checklist="Before answering, check that your move is in the list of legal moves.",
     reminder="Write only the move inside the tags, for example <move>e2e4</move>.",
     tool_hint="Look at checks first, then captures, then the other moves.",
+    tool_expected=False,
     answer_style="A move is its from-square and to-square, like g1f3, and must be one of the legal moves.",
 )
 # Common primitives the chess ones replace (every chess turn is an answer turn, not just the last).
