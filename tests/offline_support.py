@@ -23,13 +23,19 @@ PROGRAM = (ROOT / "harnesses" / "examples" / "math_program.py").read_text()
 
 
 def rollout(hid: str, i: int, split="harness", weights="w2", cycle=1, stop="answered", formatted=False,
-            reward=0.0, messages=None) -> Rollout:
+            reward=0.0, messages=None, tool_calls=None) -> Rollout:
+    """A stored rollout; unless ``tool_calls`` is given, every message after the first assistant
+    turn that is not the model's is a tool result."""
     messages = messages if messages is not None else [
         {"role": "user", "content": "q"}, {"role": "assistant", "content": "```python\nprint(5)\n```"},
         {"role": "user", "content": "Output:\n5"}, {"role": "assistant", "content": "It is 5."}]
+    if tool_calls is None:
+        first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+        tool_calls = sum(m["role"] != "assistant" for m in messages[first:])
     return Rollout(run_id="r1", cycle=cycle, phase="harness", step=1, split=split, example_id=f"e{i}",
                    sample_idx=0, harness_id=hid, weights_id=weights, seed=i, reward=reward,
-                   formatted=formatted, stop_reason=stop, turns=2, tokens_out=40, messages=messages)
+                   formatted=formatted, stop_reason=stop, turns=2, tokens_out=40, messages=messages,
+                   tool_calls=tool_calls)
 
 
 def register(store: Store, hid: str, domain: str, components=(), parents=(), origin="seed") -> None:

@@ -53,6 +53,7 @@ def test_records_are_token_exact(engine):
         assert len(r.token_ids) == len(r.mask) and r.tokens_out == sum(r.mask)
         assistant = [m["content"] for m in r.messages if m["role"] == "assistant"]
         assert len(assistant) == r.turns == 3
+        assert r.tool_calls == 3  # every turn's echo ran, the last one's result hit the turn cap
         segs = generated_segments(r)
         # the prefix "<" of later turns is harness text: in the message, never in the trained tokens
         for seg, text, prefix in zip(segs, assistant, ["", "<", "<"]):
@@ -97,3 +98,4 @@ def test_environment_done_ends_episode(engine):
     for r in engine.run(src, ToyDomain().items, k=1, seed=0, progress=False):
         assert r.turns == 1 and r.stop_reason in ("answered", "truncated")
         assert r.verdict == {"calls": 1}
+        assert r.tool_calls == 1

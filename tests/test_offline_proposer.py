@@ -190,3 +190,15 @@ def test_the_incumbent_stays_the_parent(tmp_path, case):
             store.con.execute("UPDATE harnesses SET status = 'error' WHERE harness_id = ?", [stone])
     candidates = OfflineProposer(seed=0).propose(ctx).candidates
     assert candidates and all(c.parents == [h0] for c in candidates)
+
+
+def test_a_harness_nudge_is_not_tool_use_and_old_stores_fall_back_to_messages(tmp_path):
+    hid = harness_id(SEARCH)
+    nudged = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "A."},
+              {"role": "user", "content": "Now give only the final answer."}, {"role": "assistant", "content": "A."}]
+    rows = [rollout(hid, 0, messages=nudged, tool_calls=0), rollout(hid, 1, messages=SEARCHED)]
+    ctx = context(tmp_path, "search_qa", SEARCH, rows)
+    with Store(ctx.store_path) as store:
+        assert failure_profile(store.con, hid)["no_tool"] == 1 / 2
+        store.con.execute("UPDATE rollouts SET tool_calls = NULL")  # as written before the column existed
+        assert failure_profile(store.con, hid)["no_tool"] == 0

@@ -41,6 +41,7 @@ class Episode:
     messages: list[dict] = field(default_factory=list)
     prompt: Prompt | None = None
     turns: int = 0
+    tool_calls: int = 0
     generated: int = 0
     max_turns: int = 1
     token_budget: int = 1
@@ -152,6 +153,7 @@ class Engine:
         if isinstance(action, Finish):
             ep.end(self._answered_reason(ep))
         elif isinstance(action, Call):
+            ep.tool_calls += 1
             obs = ep.env.step(action)
             if obs.done:
                 ep.end(self._answered_reason(ep))
@@ -184,7 +186,7 @@ class Engine:
         r = Rollout(
             run_id=ctx.run_id, cycle=ctx.cycle, phase=ctx.phase, step=ctx.step, split=ep.example.split,
             example_id=ep.example.id, sample_idx=ep.sample_idx, harness_id=harness_id(source),
-            weights_id=self.backend.weights_id, seed=ep.seed, turns=ep.turns,
+            weights_id=self.backend.weights_id, seed=ep.seed, turns=ep.turns, tool_calls=ep.tool_calls,
             tokens_in=len(ep.ids) - sum(ep.mask), tokens_out=sum(ep.mask), stop_reason=ep.stop_reason,
             error=ep.error, messages=ep.messages, token_ids=ep.ids, mask=ep.mask,
             latency_s=round(ep.ended - ep.started, 4),

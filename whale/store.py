@@ -24,8 +24,10 @@ CREATE TABLE IF NOT EXISTS rollouts (
     example_id VARCHAR, sample_idx INTEGER, harness_id VARCHAR, weights_id VARCHAR, seed BIGINT,
     reward DOUBLE, formatted BOOLEAN, verdict JSON, turns INTEGER, tokens_in INTEGER,
     tokens_out INTEGER, stop_reason VARCHAR, error VARCHAR, messages JSON,
-    token_ids INTEGER[], mask UTINYINT[], latency_s DOUBLE,
+    token_ids INTEGER[], mask UTINYINT[], latency_s DOUBLE, tool_calls INTEGER,
     PRIMARY KEY (run_id, cycle, phase, step, split, example_id, sample_idx, harness_id, weights_id));
+-- stores written before tool calls were counted
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS tool_calls INTEGER;
 CREATE TABLE IF NOT EXISTS harnesses (
     harness_id VARCHAR PRIMARY KEY, domain VARCHAR, path VARCHAR, parents VARCHAR[],
     origin VARCHAR, hypothesis VARCHAR, axis VARCHAR, components VARCHAR[],

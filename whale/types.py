@@ -55,6 +55,7 @@ class Rollout:
     formatted: bool = False
     verdict: dict = field(default_factory=dict)
     turns: int = 0
+    tool_calls: int = 0  # actions the environment executed (searches, programs, moves)
     tokens_in: int = 0
     tokens_out: int = 0
     stop_reason: str = "error"

@@ -48,7 +48,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     ``wrong`` (parsable but reward 0), ``truncated``, ``turn_cap``, ``error`` (stop reasons),
     ``tool_error`` (an observation shown to the model reports an error, a traceback or an illegal
     move, or the verdict counts illegal moves),
-    ``no_tool`` (nothing but the opening prompt was ever shown: no tool result, no nudge).
+    ``no_tool`` (the environment never executed an action: a harness's own nudges do not count).
     Also ``n``, ``success``, ``mean_reward``, ``mean_turns``, ``mean_tokens_out`` and ``weights_id``.
     """
     rows = con.execute(
@@ -56,7 +56,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
         WITH latest AS (
             SELECT weights_id FROM rollouts WHERE harness_id = ? AND split = 'harness'
             GROUP BY weights_id ORDER BY max(cycle) DESC, max(step) DESC, weights_id LIMIT 1)
-        SELECT weights_id, stop_reason, formatted, reward, turns, tokens_out, messages, verdict
+        SELECT weights_id, stop_reason, formatted, reward, turns, tokens_out, messages, verdict, tool_calls
         FROM rollouts WHERE harness_id = ? AND split = 'harness'
           AND weights_id = (SELECT weights_id FROM latest)
         """, [harness_id, harness_id]).fetchall()
@@ -65,7 +65,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     if not rows:
         return profile
     counts = dict.fromkeys(FAILURES, 0)
-    for _, stop, formatted, reward, _, _, messages, verdict in rows:
+    for _, stop, formatted, reward, _, _, messages, verdict, tool_calls in rows:
         counts["error"] += stop == "error"
         counts["truncated"] += stop == "truncated"
         counts["turn_cap"] += stop == "turn_cap"
@@ -73,7 +73,9 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
         counts["wrong"] += bool(formatted) and (reward or 0) <= 0
         shown = _observations(messages)
         counts["tool_error"] += any(_TOOL_ERROR.search(text) for text in shown) or _illegal(verdict) > 0
-        counts["no_tool"] += stop != "error" and not shown
+        # stores from before the engine counted tool calls: nothing shown after the opening
+        used = bool(shown) if tool_calls is None else tool_calls > 0
+        counts["no_tool"] += stop != "error" and not used
     n = len(rows)
     profile.update({k: v / n for k, v in counts.items()})
     profile["success"] = sum((r[3] or 0) > 0 for r in rows) / n

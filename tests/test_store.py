@@ -1,0 +1,35 @@
+"""The DuckDB store: idempotent inserts, round trips, and stores written by an older schema."""
+import duckdb
+
+from whale.store import SCHEMA, Store
+from whale.types import Rollout
+
+
+def _rollout(i: int, tool_calls: int = 2) -> Rollout:
+    return Rollout(run_id="r", cycle=1, phase="harness", step=1, split="harness", example_id=f"e{i}",
+                   sample_idx=0, harness_id="h", weights_id="w", seed=i, reward=1.0, formatted=True,
+                   verdict={"pred": "x"}, turns=3, tool_calls=tool_calls, stop_reason="answered",
+                   messages=[{"role": "user", "content": "q"}], token_ids=[1, 2], mask=[0, 1])
+
+
+def test_rollouts_round_trip_and_duplicates_are_ignored(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        assert store.insert_rollouts([_rollout(0), _rollout(1)]) == 2
+        assert store.insert_rollouts([_rollout(1), _rollout(2)]) == 1
+        back = store.load_rollouts("run_id = ?", ["r"])
+    assert [r.example_id for r in back] == ["e0", "e1", "e2"]
+    assert back[0] == _rollout(0)
+
+
+def test_a_store_from_before_tool_calls_gains_the_column(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(SCHEMA.split("-- stores written before")[0].replace(" tool_calls INTEGER,", ""))
+    con.execute("INSERT INTO rollouts (run_id, cycle, phase, step, split, example_id, sample_idx, harness_id, "
+                "weights_id, seed, stop_reason) VALUES ('r', 1, 'harness', 1, 'harness', 'old', 0, 'h', 'w', 0, 'answered')")
+    assert "tool_calls" not in [c[0] for c in con.execute("DESCRIBE rollouts").fetchall()]
+    con.close()
+    with Store(path) as store:
+        assert store.insert_rollouts([_rollout(0, tool_calls=4)]) == 1
+        rows = store.query("SELECT example_id, tool_calls FROM rollouts ORDER BY example_id")
+    assert rows == [("e0", 4), ("old", None)]
