@@ -5,7 +5,7 @@ token; `PreallocatedLayer` writes into a buffer. Both runs use the same backend 
 requests and seeds, one after the other in this process (so they share the machine's load), and
 must produce the same tokens. Prints one JSON line with tok/s of each and the ratio.
 
-    python bench/kv_cache.py                                   # SmolLM2, 32 x 800-token prompts, 64 new tokens
+    python bench/kv_cache.py                                   # SmolLM2, 32 x 400-token prompts, 200 new tokens
     python bench/kv_cache.py --prompts 8 --context 200 --new-tokens 16   # quick
 """
 from __future__ import annotations
@@ -43,8 +43,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-dir", default="data/model")
     ap.add_argument("--prompts", type=int, default=32)
-    ap.add_argument("--context", type=int, default=800)
-    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--context", type=int, default=400)
+    ap.add_argument("--new-tokens", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
