@@ -13,6 +13,10 @@ from whale.backends.base import Backend, GenRequest, GenResult, Sampling, stop_h
 from whale.model import load_model, weights_id
 
 STOP_WINDOW = 24  # tokens decoded from the tail when looking for stop strings
+# Finished rows leave the batch (a copy of the whole cache) only once the live rows are down to
+# this share of it: at most log2(batch) copies per turn instead of one per finished row, for at
+# most twice the decoding work on rows that are done.
+COMPACT_AT = 0.5
 
 
 def _cache(out):
@@ -120,30 +124,32 @@ class TransformersBackend(Backend):
         constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
         generated: list[list[int]] = [[] for _ in reqs]
         results: list[GenResult | None] = [None] * n
-        live = list(range(n))  # request index of each row still in the batch
+        rows = list(range(n))  # request index of each batch row (finished rows included)
+        live = set(rows)
         last_pos = pos[:, -1]
-        while live:
-            nxt = self._sample(logits, sampling, [gens[i] for i in live], [constraints[i] for i in live],
-                               [generated[i] for i in live])
-            keep = []
-            for row, (i, tok) in enumerate(zip(live, nxt)):
+        while True:
+            active = [r for r, i in enumerate(rows) if i in live]
+            nxt = self._sample(logits[active], sampling, [gens[rows[r]] for r in active],
+                               [constraints[rows[r]] for r in active], [generated[rows[r]] for r in active])
+            feed = [self.pad_id] * len(rows)  # a finished row decodes padding until the next compaction
+            for r, tok in zip(active, nxt):
+                i = rows[r]
                 generated[i].append(tok)
+                feed[r] = tok
                 finish = self._finish(reqs[i], generated[i], tok)
                 if finish:
                     results[i] = GenResult(generated[i], finish)
-                else:
-                    keep.append(row)
-            if not keep:
+                    live.discard(i)
+            if not live:
                 break
-            if len(keep) < len(live):
-                sel = torch.tensor(keep)
+            if len(live) <= len(rows) * COMPACT_AT:
+                sel = torch.tensor([r for r, i in enumerate(rows) if i in live])
                 cache.batch_select_indices(sel)
                 attn, last_pos = attn[sel], last_pos[sel]
-                nxt = [nxt[r] for r in keep]
-                live = [live[r] for r in keep]
-            attn = torch.cat([attn, torch.ones((len(live), 1), dtype=torch.long)], dim=1)
+                feed, rows = [feed[r] for r in sel.tolist()], [rows[r] for r in sel.tolist()]
+            attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
             last_pos = last_pos + 1
-            out = self.model(input_ids=torch.tensor(nxt).unsqueeze(1), attention_mask=attn,
+            out = self.model(input_ids=torch.tensor(feed).unsqueeze(1), attention_mask=attn,
                              position_ids=last_pos.unsqueeze(1), cache=cache, use_cache=True)
             cache, logits = _cache(out), out.logits[:, -1, :].float()
         return results
