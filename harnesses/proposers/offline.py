@@ -1,6 +1,6 @@
 """The offline proposer: failure-directed edits of the incumbent's source, no network.
 
-It reads the incumbent's failure profile from the harness-split rollouts (how often episodes end
+It reads the parent's failure profile from the harness-split rollouts (how often episodes end
 unformatted, truncated, at the turn cap, with a wrong answer, with a tool error, without using a
 tool), ranks the domain's primitives by the failures they address times a prior, and applies the
 best ones to the parent's source, one mechanism per candidate. The parent is the incumbent,
@@ -14,7 +14,6 @@ modules: the incumbent's code plus a short commented layer or an in-place edit.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import random
 import re
@@ -26,6 +25,7 @@ from harnesses.proposers.primitives import (
     FAILURES, DomainInfo, Edit, NotApplicable, Primitive, applied_tags, library,
 )
 from harnesses.sandbox import static_violations
+from whale.engine import harness_id  # the archive's content address: a candidate's file name
 
 # A primitive that addresses none of the measured failures still ranks by its prior.
 BASE_RATE = 0.05
@@ -34,10 +34,6 @@ UNSOLVED = ("not_formatted", "truncated", "turn_cap", "error", "tool_error")
 # What a tool failure looks like once a harness has rendered it (math tracebacks, search errors,
 # chess "illegal"/"not a legal move"); the chess verifier also counts illegal moves itself.
 _TOOL_ERROR = re.compile(r"\b(error|traceback|exception|illegal)\b|not a (legal )?move", re.I)
-
-
-def harness_id(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:

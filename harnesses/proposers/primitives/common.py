@@ -35,8 +35,8 @@ class DomainInfo:
     reminder: str  # the format restated with an example
     tool_hint: str  # a sentence on when and how to use the domain's tool
     answer_style: str  # a sentence on what the answer itself should look like
-    # an episode that never shows the model a tool result has not used the domain's tool (search,
-    # python); in chess the move is the answer, so there this is no failure
+    # an episode in which the environment executed no action has not used the domain's tool
+    # (search, python); in chess the move is the answer, so there this is no failure
     tool_expected: bool = True
 
 
