@@ -34,8 +34,6 @@ def tiny_model(out: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from whale.model import EMBEDDED, export_model  # noqa: F401  (tokenizer comes from the exported model)
-
     tok = AutoTokenizer.from_pretrained(ROOT / "data" / "model")
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,

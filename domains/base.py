@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.contract import Call
+from whale.files import write_atomic
 from whale.types import SPLITS, Example, Verdict
 
 
@@ -77,12 +78,8 @@ def last_assistant(messages: list[dict]) -> str:
 
 def write_examples(path: Path, examples: list[Example]) -> None:
     """Write a split atomically: a crash never leaves half a file behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as f:
-        for ex in examples:
-            f.write(json.dumps({"id": ex.id, "public": ex.public, "gold": ex.gold}, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_atomic(path, "".join(json.dumps({"id": ex.id, "public": ex.public, "gold": ex.gold}, sort_keys=True) + "\n"
+                               for ex in examples))
 
 
 def read_examples(path: Path, split: str) -> list[Example]:

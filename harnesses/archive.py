@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from whale.engine import harness_id
+from whale.files import write_atomic
 from whale.store import Store
 
 STATUSES = ("ok", "invalid", "error", "pending")
@@ -36,9 +37,7 @@ class Archive:
         hid = harness_id(source)
         path = self.path(hid)
         if not path.exists():
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(source)
-            tmp.replace(path)
+            write_atomic(path, source)
         self.store.insert("harnesses", [{
             "harness_id": hid, "domain": self.domain, "path": str(path), "parents": parents or [],
             "origin": origin, "hypothesis": hypothesis, "axis": axis, "components": components or [],

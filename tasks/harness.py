@@ -8,7 +8,7 @@ from prefect.cache_policies import NONE
 
 from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_proposer
 from harnesses.validate import check_candidate, smoke_error
-from whale.evaluate import write_json
+from whale.files import write_json
 from whale.metrics import summarize
 from whale.runtime import Run
 from whale.types import RolloutContext

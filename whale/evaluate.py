@@ -10,6 +10,7 @@ from harnesses.sandbox import Limits
 from whale.backends import make_backend
 from whale.backends.base import Sampling
 from whale.engine import Engine, harness_id
+from whale.files import write_json
 from whale.metrics import summarize
 from whale.model import EMBEDDED, export_model
 from whale.store import Store
@@ -31,13 +32,6 @@ def model_dir(params: dict) -> Path:
 def make_engine(params: dict, domain, model: str | Path) -> Engine:
     backend = make_backend(params, str(model))
     return Engine(backend, domain, Sampling.from_params(params), Limits.from_params(params))
-
-
-def write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def evaluate(params: dict, domain_name: str, harness_path: str | Path, split: str, k: int,

@@ -12,12 +12,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 from pathlib import Path
 
 from whale import report_analysis as ra
 from whale import report_plots as rp
+from whale.files import write_atomic
 from whale.report_data import RunData, load_runs
 from whale.report_html import render
 
@@ -35,10 +35,10 @@ def write_report(runs_dir: str | Path = "runs", out_dir: str | Path = "runs/repo
         by_domain.setdefault(r.domain, []).append(r)
     domains = [domain_section(name, by_domain[name], out_dir) for name in sorted(by_domain)]
     domains = [d for d in domains if d is not None]
-    _atomic_write(out_dir / "metrics.json", json.dumps(metrics(domains), indent=2, sort_keys=True) + "\n")
-    _atomic_write(out_dir / "curves.csv", curves_csv(domains))
+    write_atomic(out_dir / "metrics.json", json.dumps(metrics(domains), indent=2, sort_keys=True) + "\n")
+    write_atomic(out_dir / "curves.csv", curves_csv(domains))
     html = out_dir / "index.html"
-    _atomic_write(html, render(domains, warnings, [r.run_id for r in runs]))
+    write_atomic(html, render(domains, warnings, [r.run_id for r in runs]))
     return html
 
 
@@ -112,8 +112,3 @@ def curves_csv(domains: list[dict]) -> str:
 def _safe(name: str) -> str:
     return re.sub(r"[^\w.-]", "_", name)
 
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -1,13 +1,15 @@
 """The PNG figures of `whale report` (matplotlib, Agg backend: no display, no browser library)."""
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen before pyplot loads)
+
+from whale.files import write_atomic  # noqa: E402
 
 CONDITION_COLORS = {"weight_only": "#1f77b4", "harness_only": "#ff7f0e", "whale": "#2ca02c",
                     "adaptive_whale": "#d62728", "stagewise": "#9467bd", "prompt_only": "#8c564b"}
@@ -22,12 +24,10 @@ def color(condition: str, index: int) -> str:
 
 def save(fig, path: Path) -> Path:
     """Write the figure atomically (tmp + rename) and free it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, buf.getvalue())
 
 
 def plot_curves(domain: str, series: list[dict], budget: int, path: Path) -> Path:

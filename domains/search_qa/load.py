@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from domains.base import jsonl_rows, write_examples
+from whale.files import write_atomic
 from whale.types import SPLITS, Example
 
 # Search-R1's multi-hop benchmarks; every other source is counted as single-hop.
@@ -47,13 +48,7 @@ def load_corpus(path: str | Path) -> list[dict]:
 
 def write_corpus(path: str | Path, rows: list[dict]) -> None:
     """Write ``{"id", "contents"}`` rows atomically (tmp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as f:
-        for row in rows:
-            f.write(json.dumps({"id": row["id"], "contents": row["contents"]}) + "\n")
-    tmp.replace(path)
+    write_atomic(path, "".join(json.dumps({"id": r["id"], "contents": r["contents"]}) + "\n" for r in rows))
 
 
 def load_questions(path: str | Path, split: str) -> list[Example]:
