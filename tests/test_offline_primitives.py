@@ -27,6 +27,7 @@ def test_format_nudge_asks_once_for_the_answer_only_when_it_is_missing():
     start = ("start", {"question": "What is 2+3?"})
     _, nudge, after = hooks(source, [start, ("act", "It is five."), ("act", "Still five.")])
     assert isinstance(nudge, Prompt) and "\\boxed{}" in nudge.messages[0]["content"]
+    assert (nudge.prefix, nudge.stop) == ("\\boxed{", ["}"])  # the nudge turn is the answer turn
     assert isinstance(after, Finish)  # one nudge only
     _, done = hooks(source, [start, ("act", "So \\boxed{5}.")])
     assert isinstance(done, Finish)
@@ -39,6 +40,17 @@ def test_answer_prefix_opens_the_last_turn_with_the_answer_tag():
                                        ("observe", obs)])
     assert first.prefix == "" and isinstance(call, Call)
     assert (last.prefix, last.stop) == ("<answer>", ["</answer>"])
+
+
+@pytest.mark.parametrize("order", [("answer_prefix", "format_nudge"), ("format_nudge", "answer_prefix")])
+def test_a_nudge_stacked_with_answer_prefix_opens_with_the_answer_tag_in_either_order(order):
+    inner, outer = order
+    source = edited("search_qa", outer, edited("search_qa", inner, SEARCH))
+    start = ("start", {"question": "Where?"})
+    actions = hooks(source, [start, ("act", "It is Brasko.")])
+    nudge = actions[-1]
+    assert isinstance(nudge, Prompt) and "<answer>" in nudge.messages[0]["content"]
+    assert (nudge.prefix, nudge.stop) == ("<answer>", ["</answer>"])
 
 
 def test_search_arguments_and_query_rewrites_reach_the_call():

@@ -96,14 +96,18 @@ def format_nudge(source: str, info: DomainInfo, p: Primitive) -> Edit:
             return self.nudge_or(super().observe(observation))
 
         def nudge_or(self, action):
-            # an episode about to end without a parsable answer asks for it once, if a turn is left
+            # an episode about to end without a parsable answer asks for it once, if a turn is left;
+            # the nudge turn is the answer turn, so it opens with the answer tag itself (an
+            # answer_prefix layer below this one cannot see a turn this layer adds)
             if (isinstance(action, Finish) and not self.nudge_sent and self.nudge_turns < self.max_turns
                     and not self.nudge_answer.search(self.nudge_last)):
                 self.nudge_sent = True
-                return Prompt(messages=[{"role": "user", "content": self.nudge_text}], max_new_tokens=96)
+                return Prompt(messages=[{"role": "user", "content": self.nudge_text}], prefix=$prefix,
+                              stop=[$stop], max_new_tokens=$tokens)
             return action
         ''', ("re", "Prompt", "Finish"), turns=more_turns(source, 1), pattern=raw(info.answer_pattern),
-        nudge=quote(info.nudge))
+        nudge=quote(info.nudge), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
+        tokens=info.answer_tokens)
 
 
 def answer_prefix(source: str, info: DomainInfo, p: Primitive) -> Edit:
