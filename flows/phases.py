@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks import log
 from tasks.evaluate import spent_rollouts
 from tasks.harness import (evaluate_harness, propose_harnesses, recheck_harnesses, select_harness,
                            validate_candidate)
@@ -33,7 +34,7 @@ def record(run: Run, cycle: int, phase: str, first: int, end: PhaseEnd) -> Phase
     run.store.insert("phases", [{"run_id": run.run_id, "cycle": cycle, "phase": phase, "first_step": first,
                                  "last_step": end.last_step, "harness_id": end.harness_id,
                                  "weights_id": end.weights_id, "decision": "end", "reason": end.reason}])
-    print(f"cycle {cycle} {phase} phase ended: {end.reason} (harness {end.harness_id}, weights {end.weights_id})")
+    log(f"cycle {cycle} {phase} phase ended: {end.reason} (harness {end.harness_id}, weights {end.weights_id})")
     return end
 
 
@@ -65,7 +66,7 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_ste
         accepted = filter_by_verifier(rollouts, rsft["threshold"])
         row = sft_step(run, cycle, step, rollouts, accepted)
         loss = "skipped (nothing accepted)" if row["skipped"] else f"loss {row['loss']:.3f}"
-        print(f"RSFT step {step}: train reward {row['reward_mean']:.3f}, "
+        log(f"RSFT step {step}: train reward {row['reward_mean']:.3f}, "
               f"accepted {row['accepted']}/{row['total']}, {loss}")
         step += 1
         if every and step % every == 0 and step < first_step + max_steps:
@@ -108,5 +109,5 @@ def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = 
     if search["recheck_top"]:
         recheck_harnesses(run, cycle, search["recheck_top"], search["recheck_samples"])
     best = select_harness(run, cycle)
-    print(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})")
+    log(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})")
     return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason))

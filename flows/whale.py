@@ -76,7 +76,7 @@ def _best_weight_point(run: Run, every: int, end: PhaseEnd) -> int:
     return min(rows[0][0] * every, end.last_step + 1)
 
 
-@flow(name="whale", log_prints=True)
+@flow(name="whale")
 def whale(domain: str = "math_reasoning", condition: str = "adaptive_whale", run_id: str | None = None,
           profile: str | None = None, overrides: dict | None = None, params_path: str = "params.yaml",
           runs_dir: str = "runs") -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
+from tasks import log
 from whale.metrics import summarize
 from whale.runtime import Run
 from whale.types import RolloutContext
@@ -39,6 +40,6 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
            "format_rate": m["format_rate"], "truncation_rate": m["truncation_rate"], "rollouts": m["n"],
            "cumulative_rollouts": spent_rollouts(run)}
     run.store.insert("evals", [row])
-    print(f"test mean@{k} after cycle {cycle} {phase}: {m['mean_at_k']:.3f} "
+    log(f"test mean@{k} after cycle {cycle} {phase}: {m['mean_at_k']:.3f} "
           f"(format {m['format_rate']:.2f}, truncated {m['truncation_rate']:.2f}, {row['cumulative_rollouts']} rollouts spent)")
     return row

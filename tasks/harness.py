@@ -8,6 +8,7 @@ from prefect.cache_policies import NONE
 
 from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_proposer
 from harnesses.validate import check_candidate, smoke_error
+from tasks import log
 from whale.files import write_json
 from whale.metrics import summarize
 from whale.runtime import Run
@@ -50,7 +51,7 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
         "model": proposal.model, "input_tokens": proposal.input_tokens, "output_tokens": proposal.output_tokens,
         "cost_usd": proposal.cost_usd, "fallback_reason": proposal.fallback_reason}])
     if proposal.fallback_reason:
-        print(f"cycle {cycle} iteration {iteration}: fell back to the offline proposer ({proposal.fallback_reason})")
+        log(f"cycle {cycle} iteration {iteration}: fell back to the offline proposer ({proposal.fallback_reason})")
     if proposal.transcript:
         # the proposer's reasoning is the only record of why a candidate was written
         write_json(run.dir / "proposals" / f"c{cycle}-i{iteration}.json", {

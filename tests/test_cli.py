@@ -37,17 +37,36 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     assert out.returncode == 2 and "missing.py" in out.stderr
 
 
-def test_sql_skips_a_run_that_is_being_written(tmp_path):
+def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
     from whale.store import Store
 
-    with Store(tmp_path / "runs" / "done" / "rollouts.duckdb") as store:
+    runs = tmp_path / "runs"
+    with Store(runs / "done" / "rollouts.duckdb") as store:
         store.insert("runs", [{"run_id": "done", "domain": "d", "condition": "c", "params": "{}"}])
-    writer = Store(tmp_path / "runs" / "busy" / "rollouts.duckdb")  # held open, as by a running flow
+    writer = Store(runs / "busy" / "rollouts.duckdb", snapshot_every_s=3600)  # held open, as by a running flow
+
+    def read():
+        return subprocess.run([sys.executable, "-c", "import sys; from whale.sql import run_sql; "
+                               "print(run_sql('SELECT run_id FROM all_runs ORDER BY run_id', sys.argv[1]))", str(runs)],
+                              capture_output=True, text=True, timeout=120)
     try:
-        out = subprocess.run([sys.executable, "-c", "import sys; from whale.sql import run_sql; "
-                              "print(run_sql('SELECT run_id FROM all_runs', sys.argv[1]))", str(tmp_path / "runs")],
-                             capture_output=True, text=True, timeout=120)
+        writer.insert("runs", [{"run_id": "busy", "domain": "d", "condition": "c", "params": "{}"}])
+        out = read()  # nothing published yet: the running job is skipped, the others are read
         assert out.returncode == 0, out.stderr
-        assert "done" in out.stdout and "skipped busy" in out.stderr
+        assert "done" in out.stdout and "busy" not in out.stdout and "skipped busy" in out.stderr
+        writer.publish_snapshot()
+        writer.insert("runs", [{"run_id": "later", "domain": "d", "condition": "c", "params": "{}"}])
+        out = read()  # the snapshot: everything committed when it was taken, nothing after
+        assert out.returncode == 0, out.stderr
+        assert "busy" in out.stdout and "later" not in out.stdout and "done" in out.stdout
+        assert "busy is being written by a running job: read its snapshot of" in out.stderr
+        out = subprocess.run([sys.executable, "-c", "import sys; from whale.report_data import load_runs; "
+                              "runs, warnings = load_runs(sys.argv[1]); print(sorted(r.run_id for r in runs), warnings)",
+                              str(runs)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "['busy', 'done']" in out.stdout and "read its snapshot of" in out.stdout
     finally:
         writer.close()
+    assert sorted(p.name for p in (runs / "busy").iterdir()) == ["rollouts.duckdb"]
+    out = read()
+    assert "later" in out.stdout and "snapshot" not in out.stderr

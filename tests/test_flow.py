@@ -20,11 +20,16 @@ def table(db, sql):
         con.close()
 
 
-def test_fixed_whale_alternates_weight_first(project):
+def test_fixed_whale_alternates_weight_first(project, capfd):
     from flows.whale import whale
 
     tmp, overrides = project
     result = whale(domain="chess_puzzles", condition="whale", overrides=overrides)
+    out = "".join(capfd.readouterr())
+    assert "RSFT step 1: train reward" in out and "cycle 1 weight phase ended" in out
+    # dill (datasets' fingerprint of TRL's map functions) reads a disassembly from sys.stdout; a
+    # patched print would send it to the run log instead and leave dill blind to globals
+    assert "LOAD_GLOBAL" not in out
     db = tmp / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
     phases = table(db, "SELECT cycle, phase, first_step, last_step, reason FROM phases ORDER BY cycle, phase DESC")
     # E = 0.5 epoch of 4 examples at batch 2 = 1 step; 1 epoch total = 2 cycles; no harness phase after the last

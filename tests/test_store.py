@@ -33,3 +33,21 @@ def test_a_store_from_before_tool_calls_gains_the_column(tmp_path):
         assert store.insert_rollouts([_rollout(0, tool_calls=4)]) == 1
         rows = store.query("SELECT example_id, tool_calls FROM rollouts ORDER BY example_id")
     assert rows == [("e0", 4), ("old", None)]
+
+
+def test_the_writer_publishes_a_snapshot_and_removes_it_when_it_closes(tmp_path):
+    store = Store(tmp_path / "rollouts.duckdb", snapshot_every_s=0)
+    store.insert_rollouts([_rollout(0), _rollout(1)])
+    snap = tmp_path / "snapshot.duckdb"
+    assert snap.exists()
+    con = duckdb.connect(str(snap), read_only=True)
+    try:
+        assert con.execute("SELECT split, rollouts FROM ledger").fetchall() == [("harness", 2)]
+    finally:
+        con.close()
+    quiet = Store(tmp_path / "quiet" / "rollouts.duckdb")  # the default interval: nothing yet
+    quiet.insert_rollouts([_rollout(0)])
+    assert not (tmp_path / "quiet" / "snapshot.duckdb").exists()
+    quiet.close()
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quiet", "rollouts.duckdb"]

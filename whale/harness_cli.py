@@ -9,11 +9,12 @@ the error says so.
 from __future__ import annotations
 
 import difflib
+import sys
 from pathlib import Path
 
 import duckdb
 
-from whale.store import Store
+from whale.store import Store, snapshot_if_locked, snapshot_note
 
 DB = "rollouts.duckdb"
 FIELDS = ("harness_id", "domain", "parents", "origin", "hypothesis", "axis", "components",
@@ -39,7 +40,11 @@ def _open(run_dir: Path) -> Store:
     try:
         return Store(path, read_only=True)
     except (duckdb.IOException, duckdb.ConnectionException) as e:
-        raise ValueError(f"{path} is held by its writer (a run in progress?): {e}") from None
+        snap = snapshot_if_locked(path, e)
+        if snap is None:
+            raise ValueError(f"{path} is held by its writer (a run in progress?): {e}") from None
+    print(snapshot_note(path, snap), file=sys.stderr)
+    return Store(snap, read_only=True)
 
 
 def _resolve(store: Store, ref: str) -> str:

@@ -1,4 +1,5 @@
-"""`whale sql`: one query over every run's DuckDB file, attached read-only."""
+"""`whale sql`: one query over every run's DuckDB file, attached read-only (a running job's
+snapshot while it holds the file)."""
 from __future__ import annotations
 
 import re
@@ -6,6 +7,8 @@ import sys
 from pathlib import Path
 
 import duckdb
+
+from whale.store import snapshot_if_locked, snapshot_note
 
 
 def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
@@ -18,9 +21,13 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
         try:
             con.execute(f"ATTACH '{db}' AS \"{alias}\" (READ_ONLY)")
         except duckdb.IOException as e:  # a run being written holds the file's only lock
-            print(f"whale sql: skipped {db.parent.name} (in use by a running job: {str(e).splitlines()[0]})",
-                  file=sys.stderr)
-            continue
+            snap = snapshot_if_locked(db, e)
+            if snap is None:
+                print(f"whale sql: skipped {db.parent.name} (in use by a running job that has not published "
+                      f"a snapshot yet: {str(e).splitlines()[0]})", file=sys.stderr)
+                continue
+            con.execute(f"ATTACH '{snap}' AS \"{alias}\" (READ_ONLY)")
+            print(f"whale sql: {snapshot_note(db, snap)}", file=sys.stderr)
         names.append(alias)
     if names:
         tables = {t for (t,) in con.execute(

@@ -1,13 +1,20 @@
 """The DuckDB store of a run: rollouts, harnesses, scores, training steps, phase decisions.
 
 One file per run (``runs/<run_id>/rollouts.duckdb``) and one writer: the orchestrating process.
-Readers (the proposer's SQL tool, ``whale sql``, reports) open read-only connections.
+Readers (the proposer's SQL tool, ``whale sql``, reports) open read-only connections. DuckDB lets
+no other process open a file while its writer holds it, so the writer also publishes a copy,
+``snapshot.duckdb``, every half minute or so; readers fall back to it while the run is going and
+the writer deletes it when it closes.
 Bulk inserts go through Arrow; ``executemany`` is two thousand times slower.
 """
 from __future__ import annotations
 
 import json
+import logging
+import os
+import time
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -66,11 +73,35 @@ _ROLLOUT_TYPES = {
 }
 
 
-class Store:
-    """The single writer of one run's DuckDB file."""
+SNAPSHOT = "snapshot.duckdb"
+SNAPSHOT_EVERY_S = 30.0
+# A copy may take at most 1/SNAPSHOT_COST_SHARE of the wall time (stores of many GB copy less often).
+SNAPSHOT_COST_SHARE = 20
 
-    def __init__(self, path: str | Path, read_only: bool = False):
+log = logging.getLogger(__name__)
+
+
+def snapshot_if_locked(db: str | Path, error: Exception) -> Path | None:
+    """The snapshot to read instead of ``db`` when ``error`` says its writer holds the lock."""
+    snap = Path(db).with_name(SNAPSHOT)
+    if isinstance(error, duckdb.IOException) and "lock" in str(error).lower() and snap.exists():
+        return snap
+    return None
+
+
+def snapshot_note(db: str | Path, snap: Path) -> str:
+    at = datetime.fromtimestamp(snap.stat().st_mtime)
+    return f"{Path(db).parent.name} is being written by a running job: read its snapshot of {at:%Y-%m-%d %H:%M:%S}"
+
+
+class Store:
+    """The single writer of one run's DuckDB file (or, with ``read_only``, a reader of it)."""
+
+    def __init__(self, path: str | Path, read_only: bool = False, snapshot_every_s: float = SNAPSHOT_EVERY_S):
         self.path = Path(path)
+        self.read_only = read_only
+        self.snapshot_every_s = snapshot_every_s
+        self._snapshot_due = time.monotonic() + snapshot_every_s
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(self.path), read_only=read_only)
@@ -79,6 +110,34 @@ class Store:
 
     def close(self) -> None:
         self.con.close()
+        if not self.read_only:  # the file itself is readable again
+            self.path.with_name(SNAPSHOT).unlink(missing_ok=True)
+
+    def publish_snapshot(self) -> Path | None:
+        """Copy every committed table and view to ``snapshot.duckdb`` beside the store, atomically.
+
+        A failed copy is logged and skipped: the snapshot is for readers, the run does not need it.
+        """
+        snap = self.path.with_name(SNAPSHOT)
+        tmp = self.path.with_name(f".{SNAPSHOT}.{os.getpid()}.tmp")
+        start = time.monotonic()
+        try:
+            tmp.unlink(missing_ok=True)
+            db = self.con.execute("SELECT current_database()").fetchone()[0]
+            self.con.execute(f"ATTACH '{tmp}' AS whale_snapshot")
+            try:
+                self.con.execute(f'COPY FROM DATABASE "{db}" TO whale_snapshot')
+            finally:
+                self.con.execute("DETACH whale_snapshot")
+            os.replace(tmp, snap)
+        except (duckdb.Error, OSError) as e:
+            log.warning("could not publish %s: %s", snap, e)
+            tmp.unlink(missing_ok=True)
+            return None
+        finally:
+            cost = time.monotonic() - start
+            self._snapshot_due = time.monotonic() + max(self.snapshot_every_s, SNAPSHOT_COST_SHARE * cost)
+        return snap
 
     def __enter__(self):
         return self
@@ -110,7 +169,10 @@ class Store:
         before = self.count(table)
         names = ", ".join(cols)
         self.con.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {names} FROM batch")
-        return self.count(table) - before
+        added = self.count(table) - before
+        if time.monotonic() >= self._snapshot_due:
+            self.publish_snapshot()
+        return added
 
     def load_rollouts(self, where: str, params: list) -> list[Rollout]:
         """Rollouts matching a SQL condition, in key order (for resuming without re-sampling)."""
