@@ -70,3 +70,25 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
     assert sorted(p.name for p in (runs / "busy").iterdir()) == ["rollouts.duckdb"]
     out = read()
     assert "later" in out.stdout and "snapshot" not in out.stderr
+
+
+def test_sql_names_a_single_runs_tables_bare_and_reports_bad_queries_without_a_traceback(tmp_path):
+    import pytest
+
+    from whale.sql import run_sql
+    from whale.store import Store
+
+    runs = tmp_path / "runs"
+    with Store(runs / "only" / "rollouts.duckdb") as store:
+        store.insert("runs", [{"run_id": "only", "domain": "d", "condition": "c", "params": "{}"}])
+    assert "only" in run_sql("SELECT run_id FROM runs", runs)
+    assert "only" in run_sql("SELECT run FROM all_runs", runs)
+    with pytest.raises(ValueError, match="query failed: Parser Error"):
+        run_sql("SELEC 1", runs)
+    with Store(runs / "other" / "rollouts.duckdb") as store:  # two runs: bare names are ambiguous
+        store.insert("runs", [{"run_id": "other", "domain": "d", "condition": "c", "params": "{}"}])
+    with pytest.raises(ValueError, match="query failed: Catalog Error"):
+        run_sql("SELECT run_id FROM runs", runs)
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    out = whale(tmp_path, "sql", "SELEC 1")
+    assert out.returncode == 2 and "whale: query failed" in out.stderr and "Traceback" not in out.stderr

@@ -13,7 +13,8 @@ from whale.store import snapshot_if_locked, snapshot_note
 
 def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
     """An in-memory connection with each ``runs/<run>/rollouts.duckdb`` attached as ``<run>``,
-    plus ``all_<table>`` views stacking the runs' tables (a ``run`` column says which)."""
+    plus ``all_<table>`` views stacking the runs' tables (a ``run`` column says which); with a
+    single run, its tables also answer to their bare names."""
     con = duckdb.connect()
     names = []
     for db in sorted(Path(runs_dir).glob("*/rollouts.duckdb")):
@@ -35,13 +36,18 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
         for table in sorted(tables):
             union = " UNION ALL BY NAME ".join(f"SELECT '{n}' AS run, * FROM \"{n}\".{table}" for n in names)
             con.execute(f"CREATE VIEW all_{table} AS {union}")
+    if len(names) == 1:  # one run: its tables answer to their bare names too
+        con.execute(f"SET search_path = '\"{names[0]}\".main,memory.main'")
     return con
 
 
 def run_sql(query: str, runs_dir: str | Path = "runs", max_rows: int = 200) -> str:
     con = attach_runs(runs_dir)
     try:
-        rel = con.sql(query)
+        try:
+            rel = con.sql(query)
+        except duckdb.Error as e:  # the user's query: say what DuckDB said, no traceback
+            raise ValueError(f"query failed: {e}") from None
         if rel is None:
             return "ok"
         df = rel.limit(max_rows).df()
