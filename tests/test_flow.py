@@ -1,4 +1,6 @@
 """The `whale` flow end to end on the tiny model: phases, decisions, ledger, resume."""
+import logging
+
 import duckdb
 import pytest
 
@@ -20,16 +22,39 @@ def table(db, sql):
         con.close()
 
 
-def test_fixed_whale_alternates_weight_first(project, capfd):
+class RunLog(logging.Handler):
+    """Every message logged to a flow or task run (what the Prefect UI shows)."""
+
+    NAMES = ("prefect.flow_runs", "prefect.task_runs")
+
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+    def __enter__(self):
+        for name in self.NAMES:
+            logging.getLogger(name).addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.NAMES:
+            logging.getLogger(name).removeHandler(self)
+
+
+def test_fixed_whale_alternates_weight_first(project):
     from flows.whale import whale
 
     tmp, overrides = project
-    result = whale(domain="chess_puzzles", condition="whale", overrides=overrides)
-    out = "".join(capfd.readouterr())
-    assert "RSFT step 1: train reward" in out and "cycle 1 weight phase ended" in out
+    with RunLog() as log:
+        result = whale(domain="chess_puzzles", condition="whale", overrides=overrides)
+    text = "\n".join(log.messages)
+    assert "RSFT step 1: train reward" in text and "cycle 1 weight phase ended" in text
     # dill (datasets' fingerprint of TRL's map functions) reads a disassembly from sys.stdout; a
-    # patched print would send it to the run log instead and leave dill blind to globals
-    assert "LOAD_GLOBAL" not in out
+    # patched print (log_prints) would send it to the run log instead and leave dill blind to globals
+    assert "LOAD_GLOBAL" not in text
     db = tmp / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
     phases = table(db, "SELECT cycle, phase, first_step, last_step, reason FROM phases ORDER BY cycle, phase DESC")
     # E = 0.5 epoch of 4 examples at batch 2 = 1 step; 1 epoch total = 2 cycles; no harness phase after the last
