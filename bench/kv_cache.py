@@ -78,5 +78,6 @@ def main() -> None:
         **{f"speedup_{k}": round(seconds["dynamic_eager"] / v, 2) for k, v in seconds.items() if k != "dynamic_eager"},
     }))
 
+
 if __name__ == "__main__":
     main()

@@ -67,7 +67,7 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_ste
         row = sft_step(run, cycle, step, rollouts, accepted)
         loss = "skipped (nothing accepted)" if row["skipped"] else f"loss {row['loss']:.3f}"
         log(f"RSFT step {step}: train reward {row['reward_mean']:.3f}, "
-              f"accepted {row['accepted']}/{row['total']}, {loss}")
+            f"accepted {row['accepted']}/{row['total']}, {loss}")
         step += 1
         if every and step % every == 0 and step < first_step + max_steps:
             save_checkpoint(trainer, checkpoint_dir(run.ckpt_root, step))

@@ -41,5 +41,5 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
            "cumulative_rollouts": spent_rollouts(run)}
     run.store.insert("evals", [row])
     log(f"test mean@{k} after cycle {cycle} {phase}: {m['mean_at_k']:.3f} "
-          f"(format {m['format_rate']:.2f}, truncated {m['truncation_rate']:.2f}, {row['cumulative_rollouts']} rollouts spent)")
+        f"(format {m['format_rate']:.2f}, truncated {m['truncation_rate']:.2f}, {row['cumulative_rollouts']} rollouts spent)")
     return row

@@ -65,6 +65,11 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
                               str(runs)], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "['busy', 'done']" in out.stdout and "read its snapshot of" in out.stdout
+        out = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                              "from whale.harness_cli import _open; print(_open(Path(sys.argv[1])).query('SELECT run_id FROM runs'))",
+                              str(runs / "busy")], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "[('busy',)]" in out.stdout and "read its snapshot of" in out.stderr
     finally:
         writer.close()
     assert sorted(p.name for p in (runs / "busy").iterdir()) == ["rollouts.duckdb"]

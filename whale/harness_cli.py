@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from whale.store import Store, snapshot_if_locked, snapshot_note
+from whale.store import Store, read_through_snapshot
 
 DB = "rollouts.duckdb"
 FIELDS = ("harness_id", "domain", "parents", "origin", "hypothesis", "axis", "components",
@@ -38,13 +38,12 @@ def _open(run_dir: Path) -> Store:
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: {run_dir} is not a run directory")
     try:
-        return Store(path, read_only=True)
+        store, note = read_through_snapshot(path, lambda p: Store(p, read_only=True))
     except (duckdb.IOException, duckdb.ConnectionException) as e:
-        snap = snapshot_if_locked(path, e)
-        if snap is None:
-            raise ValueError(f"{path} is held by its writer (a run in progress?): {e}") from None
-    print(snapshot_note(path, snap), file=sys.stderr)
-    return Store(snap, read_only=True)
+        raise ValueError(f"{path} is held by its writer (a run in progress?): {e}") from None
+    if note:
+        print(note, file=sys.stderr)
+    return store
 
 
 def _resolve(store: Store, ref: str) -> str:

@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 
 from whale.checkpoint import META_FILE
-from whale.store import snapshot_if_locked, snapshot_note
+from whale.store import read_through_snapshot
 
 PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}
 
@@ -75,15 +75,13 @@ def load_runs(runs_dir: str | Path, run_ids: list[str] | None = None) -> tuple[l
             warnings.append(f"{db}: no such file (skipped)")
             continue
         try:
-            frames = _read(db)
-        except duckdb.Error as e:  # a writer's lock, a damaged file or an older schema
-            snap = snapshot_if_locked(db, e)
-            if snap is None:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                warnings.append(f"{db}: could not be opened read-only, skipped ({type(e).__name__}: {first})")
-                continue
-            frames = _read(snap)
-            warnings.append(snapshot_note(db, snap))
+            frames, note = read_through_snapshot(db, _read)
+        except duckdb.Error as e:  # a writer's lock (no snapshot yet), a damaged file or an older schema
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            warnings.append(f"{db}: could not be opened read-only, skipped ({type(e).__name__}: {first})")
+            continue
+        if note:
+            warnings.append(note)
         if frames["runs"].empty:
             warnings.append(f"{db}: has no row in the runs table (skipped)")
         runs += [_run(db.parent, row, frames) for row in frames["runs"].to_dict("records")]

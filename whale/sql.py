@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from whale.store import snapshot_if_locked, snapshot_note
+from whale.store import read_through_snapshot
 
 
 def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
@@ -20,15 +20,13 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
     for db in sorted(Path(runs_dir).glob("*/rollouts.duckdb")):
         alias = re.sub(r"\W", "_", db.parent.name)
         try:
-            con.execute(f"ATTACH '{db}' AS \"{alias}\" (READ_ONLY)")
-        except duckdb.IOException as e:  # a run being written holds the file's only lock
-            snap = snapshot_if_locked(db, e)
-            if snap is None:
-                print(f"whale sql: skipped {db.parent.name} (in use by a running job that has not published "
-                      f"a snapshot yet: {str(e).splitlines()[0]})", file=sys.stderr)
-                continue
-            con.execute(f"ATTACH '{snap}' AS \"{alias}\" (READ_ONLY)")
-            print(f"whale sql: {snapshot_note(db, snap)}", file=sys.stderr)
+            _, note = read_through_snapshot(db, lambda p: con.execute(f"ATTACH '{p}' AS \"{alias}\" (READ_ONLY)"))
+        except duckdb.IOException as e:  # a running job holds the file's only lock, no snapshot yet
+            print(f"whale sql: skipped {db.parent.name} (in use by a running job that has not published "
+                  f"a snapshot yet: {str(e).splitlines()[0]})", file=sys.stderr)
+            continue
+        if note:
+            print(f"whale sql: {note}", file=sys.stderr)
         names.append(alias)
     if names:
         tables = {t for (t,) in con.execute(

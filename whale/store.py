@@ -13,9 +13,11 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -79,19 +81,24 @@ SNAPSHOT_EVERY_S = 30.0
 SNAPSHOT_COST_SHARE = 20
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
-def snapshot_if_locked(db: str | Path, error: Exception) -> Path | None:
-    """The snapshot to read instead of ``db`` when ``error`` says its writer holds the lock."""
-    snap = Path(db).with_name(SNAPSHOT)
-    if isinstance(error, duckdb.IOException) and "lock" in str(error).lower() and snap.exists():
-        return snap
-    return None
+def read_through_snapshot(db: str | Path, open_: Callable[[Path], T]) -> tuple[T, str | None]:
+    """``open_(db)``, or ``open_`` of the snapshot while ``db``'s writer holds the file's lock.
 
-
-def snapshot_note(db: str | Path, snap: Path) -> str:
+    Returns what ``open_`` returned and, for a snapshot, a note saying which run and how old it is.
+    Any other error, or a lock with no snapshot published yet, is raised as ``open_`` raised it.
+    """
+    db = Path(db)
+    snap = db.with_name(SNAPSHOT)
+    try:
+        return open_(db), None
+    except duckdb.IOException as e:
+        if "lock" not in str(e).lower() or not snap.exists():
+            raise
     at = datetime.fromtimestamp(snap.stat().st_mtime)
-    return f"{Path(db).parent.name} is being written by a running job: read its snapshot of {at:%Y-%m-%d %H:%M:%S}"
+    return open_(snap), f"{db.parent.name} is being written by a running job: read its snapshot of {at:%Y-%m-%d %H:%M:%S}"
 
 
 class Store:
