@@ -17,9 +17,9 @@ import time
 
 import torch
 
-from whale.backends.base import GenRequest, Sampling
-from whale.backends.hf import TransformersBackend
-from whale.chat import ChatFormat
+from whale.rollout.backends.base import GenRequest, Sampling
+from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.chat import ChatFormat
 
 TOPICS = ["rainbows", "prime numbers", "tides", "photosynthesis", "chess openings", "volcanoes",
           "the Roman calendar", "binary search", "compound interest", "bird migration", "glaciers"]
@@ -71,8 +71,8 @@ def per_episode(model, requests: list[GenRequest], sampling: Sampling, eos_id: i
 
 
 def over_http(model_dir: str, requests: list[GenRequest], sampling: Sampling, dtype: str) -> tuple:
-    from whale.backends.openai import OpenAIBackend
-    from whale.serve import make_server
+    from whale.rollout.backends.openai import OpenAIBackend
+    from whale.rollout.serve import make_server
 
     server = make_server(model_dir, dtype=dtype, max_batch=len(requests)).start()
     backend = OpenAIBackend(server.base_url, model_dir, max_batch=len(requests))

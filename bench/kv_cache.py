@@ -23,8 +23,8 @@ import time
 import torch
 from transformers.cache_utils import DynamicLayer
 
-import whale.backends.hf as hf
-from whale.backends.base import GenRequest, Sampling
+import whale.rollout.backends.hf as hf
+from whale.rollout.backends.base import GenRequest, Sampling
 
 WORDS = "the model reads a program prints its output and writes the answer in a box".split()
 

@@ -30,20 +30,6 @@ def timed(owner, name: str, key: str) -> None:
     setattr(owner, name, wrapper)
 
 
-def tiny_model(out: Path) -> Path:
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(ROOT / "data" / "model")
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, bos_token_id=tok.bos_token_id,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keep", default=None, help="scratch directory to keep (default: a temp dir)")
@@ -53,14 +39,14 @@ def main() -> None:
     import os
 
     os.chdir(work)
-    from tests.flow_project import make_project
+    from whale.testing import make_project, tiny_model
 
-    overrides = make_project(work, tiny_model(work / "tiny"))
-    import whale.checkpoint as ckpt
+    overrides = make_project(work, tiny_model(ROOT / "data" / "model", work / "tiny"))
+    import whale.train.checkpoint as ckpt
     import whale.model as model
     from flows.whale import whale as whale_flow
-    from whale.backends.hf import TransformersBackend
-    from whale.sft import RSFTTrainer
+    from whale.rollout.backends.hf import TransformersBackend
+    from whale.train.rsft import RSFTTrainer
 
     timed(TransformersBackend, "generate", "generate")
     timed(RSFTTrainer, "step", "sft_step")
@@ -68,10 +54,10 @@ def main() -> None:
     timed(ckpt, "save_checkpoint", "checkpoint")
     timed(model, "model_weights_id", "hash")
     import flows.phases
-    import whale.runtime
+    import whale.run.context
 
     flows.phases.save_checkpoint = ckpt.save_checkpoint
-    whale.runtime.model_weights_id = model.model_weights_id
+    whale.run.context.model_weights_id = model.model_weights_id
     from prefect import flow
 
     @flow

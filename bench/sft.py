@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--activation-checkpointing", action="store_true")
     args = parser.parse_args()
 
-    from whale.sft import RSFTConfig, RSFTTrainer
+    from whale.train.rsft import RSFTConfig, RSFTTrainer
 
     if not (Path(args.model) / "model.safetensors").exists():
         raise SystemExit(f"{args.model}: no model.safetensors (run `whale model export` first)")

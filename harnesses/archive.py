@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from whale.engine import harness_id
+from whale.ids import harness_id
 from whale.files import write_atomic
 from whale.store import Store
 

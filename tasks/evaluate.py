@@ -5,8 +5,8 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from tasks import log
-from whale.metrics import summarize
-from whale.runtime import Run
+from whale.rollout.metrics import summarize
+from whale.run.context import Run
 from whale.types import RolloutContext
 
 

@@ -10,8 +10,8 @@ from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_
 from harnesses.validate import check_candidate, smoke_error
 from tasks import log
 from whale.files import write_json
-from whale.metrics import summarize
-from whale.runtime import Run
+from whale.rollout.metrics import summarize
+from whale.run.context import Run
 from whale.types import RolloutContext
 
 ROOT = Path(__file__).resolve().parents[1]

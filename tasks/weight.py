@@ -7,7 +7,7 @@ import time
 from prefect import task
 from prefect.cache_policies import NONE
 
-from whale.runtime import Run
+from whale.run.context import Run
 from whale.types import Example, Rollout, RolloutContext
 
 

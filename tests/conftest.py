@@ -37,21 +37,9 @@ def tokenizer(tokenizer_dir):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tokenizer_dir, tmp_path_factory) -> Path:
     """A 2-layer Llama with random weights and the SmolLM2 tokenizer, saved like an export."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from whale.testing import tiny_model
 
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    out = tmp_path_factory.mktemp("tiny_model")
-    LlamaForCausalLM(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return tiny_model(tokenizer_dir, tmp_path_factory.mktemp("tiny_model"))
 
 
 @pytest.fixture(scope="session")

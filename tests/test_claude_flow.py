@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from tests.flow_project import make_project
+from whale.testing import make_project
 from tests.support.messages_server import MessagesServer, message, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,10 +11,10 @@ from harnesses.proposers import (
     Proposal, ProposerContext, ProposerUnavailable, propose_with_fallback, proposer_view,
 )
 from harnesses.proposers.claude import ClaudeProposer
-from whale.anthropic_api import Usage, estimate_cost
+from whale.clients.anthropic import Usage, estimate_cost
 from harnesses.proposers.claude_tools import check_source
 from tests.support.messages_server import MessagesServer, error, message, slow, text, tool_use
-from whale.engine import harness_id
+from whale.ids import harness_id
 from whale.store import Store
 from whale.types import Rollout
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.flow_project import ROOT, make_project
+from whale.testing import ROOT, make_project
 
 
 def whale(cwd, *args):
@@ -46,7 +46,7 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
     writer = Store(runs / "busy" / "rollouts.duckdb", snapshot_every_s=3600)  # held open, as by a running flow
 
     def read():
-        return subprocess.run([sys.executable, "-c", "import sys; from whale.sql import run_sql; "
+        return subprocess.run([sys.executable, "-c", "import sys; from whale.cli.sql import run_sql; "
                                "print(run_sql('SELECT run_id FROM all_runs ORDER BY run_id', sys.argv[1]))", str(runs)],
                               capture_output=True, text=True, timeout=120)
     try:
@@ -60,13 +60,13 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
         assert out.returncode == 0, out.stderr
         assert "busy" in out.stdout and "later" not in out.stdout and "done" in out.stdout
         assert "busy is being written by a running job: read its snapshot of" in out.stderr
-        out = subprocess.run([sys.executable, "-c", "import sys; from whale.report_data import load_runs; "
+        out = subprocess.run([sys.executable, "-c", "import sys; from whale.report.data import load_runs; "
                               "runs, warnings = load_runs(sys.argv[1]); print(sorted(r.run_id for r in runs), warnings)",
                               str(runs)], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "['busy', 'done']" in out.stdout and "read its snapshot of" in out.stdout
         out = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
-                              "from whale.harness_cli import _open; print(_open(Path(sys.argv[1])).query('SELECT run_id FROM runs'))",
+                              "from whale.cli.harness import _open; print(_open(Path(sys.argv[1])).query('SELECT run_id FROM runs'))",
                               str(runs / "busy")], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "[('busy',)]" in out.stdout and "read its snapshot of" in out.stderr
@@ -80,7 +80,7 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
 def test_sql_names_a_single_runs_tables_bare_and_reports_bad_queries_without_a_traceback(tmp_path):
     import pytest
 
-    from whale.sql import run_sql
+    from whale.cli.sql import run_sql
     from whale.store import Store
 
     runs = tmp_path / "runs"

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.flow_project import make_project
+from whale.testing import make_project
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

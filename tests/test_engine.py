@@ -2,9 +2,9 @@
 import pytest
 
 from tests.toy_domain import ECHO_HARNESS, ToyDomain
-from whale.backends.base import Sampling
-from whale.backends.hf import TransformersBackend
-from whale.engine import Engine
+from whale.rollout.backends.base import Sampling
+from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.engine import Engine
 
 CONTROLS_HARNESS = '''
 from harnesses.contract import BaseHarness, Prompt, Call, Finish

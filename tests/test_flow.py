@@ -4,7 +4,7 @@ import logging
 import duckdb
 import pytest
 
-from tests.flow_project import make_project
+from whale.testing import make_project
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ import hashlib
 import pytest
 
 from harnesses.archive import Archive
-from whale.harness_cli import diff, lineage, run_command, run_dir_for, show
+from whale.cli.harness import diff, lineage, run_command, run_dir_for, show
 from whale.store import Store
 
 SEED = '''from harnesses.contract import BaseHarness, Prompt, Finish

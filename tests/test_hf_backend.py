@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from whale.backends.base import GenRequest, Sampling
-from whale.backends.hf import PreallocatedLayer, TransformersBackend
+from whale.rollout.backends.base import GenRequest, Sampling
+from whale.rollout.backends.hf import PreallocatedLayer, TransformersBackend
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from harnesses.proposers.primitives.edit import (
     append_sentence, class_constant, instruction_literal, set_class_constant,
 )
 from harnesses.sandbox import HarnessSandbox, static_violations
-from whale.backends.base import Backend, GenResult, Sampling
-from whale.engine import Engine
+from whale.rollout.backends.base import Backend, GenResult, Sampling
+from whale.rollout.engine import Engine
 
 from tests.offline_support import (MATH, SEARCH, CHESS, PROGRAM, edited, hooks)
 

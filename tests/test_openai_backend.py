@@ -5,13 +5,13 @@ import httpx
 import pytest
 
 from tests.toy_domain import ECHO_HARNESS, ToyDomain
-from whale.backends.base import GenRequest, Sampling
-from whale.backends.hf import TransformersBackend
-from whale.backends.openai import OpenAIBackend
-from whale.chat import ChatFormat
-from whale.engine import Engine
+from whale.rollout.backends.base import GenRequest, Sampling
+from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.backends.openai import OpenAIBackend
+from whale.rollout.chat import ChatFormat
+from whale.rollout.engine import Engine
 from whale.model import weights_id
-from whale.serve import make_server
+from whale.rollout.serve import make_server
 
 GREEDY = Sampling(temperature=0.0)
 SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=20)

@@ -9,7 +9,7 @@ import time
 import duckdb
 import pytest
 
-from tests.flow_project import make_project
+from whale.testing import make_project
 
 ARGS = ["--domain", "chess_puzzles", "--condition", "whale", "--run", "r"]
 # Kill points: mid weight phase, right after a phase is recorded, inside the harness phase, mid second weight phase.

@@ -1,6 +1,6 @@
 """The patience rules read their signals from DuckDB; the epoch-to-step rule."""
-from whale.schedule import harness_patience, weight_patience
-from whale.sft import steps_for_epochs
+from whale.run.schedule import harness_patience, weight_patience
+from whale.train.rsft import steps_for_epochs
 from whale.store import Store
 
 

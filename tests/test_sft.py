@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from whale.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
+from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.model import weights_id
-from whale.sft import IGNORE, RSFTConfig, RSFTTrainer, steps_for_epochs
+from whale.train.rsft import IGNORE, RSFTConfig, RSFTTrainer, steps_for_epochs
 from whale.types import Rollout
 
 SYSTEM = "<|im_start|>system\nYou are a careful assistant.<|im_end|>\n"
@@ -193,7 +193,7 @@ def test_steps_for_epochs_rounds_half_up():
 
 
 def test_config_from_params():
-    from whale.params import load_params
+    from whale.run.settings import load_params
 
     config = RSFTConfig.from_params(load_params(Path(__file__).resolve().parents[1] / "params.yaml"))
     assert (config.mini_batch, config.micro_batch, config.lr, config.dtype) == (16, 4, 1e-5, "float32")

@@ -23,7 +23,7 @@ from typing import Callable
 import anthropic
 
 from domains.search_qa.verify import normalize_answer, verify
-from whale.anthropic_api import ApiUnavailable, create_message, make_client
+from whale.clients.anthropic import ApiUnavailable, create_message, make_client
 from whale.types import Example, Verdict
 
 SYSTEM = """You grade answers to factual questions. Reply with exactly one word: CORRECT or INCORRECT.

@@ -21,7 +21,7 @@ import anthropic
 
 from harnesses.proposers.base import Proposal, ProposerContext, ProposerUnavailable, proposer_view
 from harnesses.proposers.claude_tools import Workbench
-from whale.anthropic_api import ApiUnavailable, Usage, create_message, estimate_cost, make_client
+from whale.clients.anthropic import ApiUnavailable, Usage, create_message, estimate_cost, make_client
 
 INSTRUCTIONS = Path(__file__).with_name("instructions.md")
 

@@ -14,7 +14,7 @@ import duckdb
 from harnesses.proposers.base import AXES, Candidate, ProposerContext
 from harnesses.sandbox import static_violations
 from harnesses.validate import prompt_only_violation
-from whale.engine import harness_id
+from whale.ids import harness_id
 
 MAX_RESULT_CHARS = 30_000  # any one tool result
 SQL_MAX_ROWS = 200

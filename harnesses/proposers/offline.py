@@ -25,7 +25,7 @@ from harnesses.proposers.primitives import (
     FAILURES, DomainInfo, Edit, NotApplicable, Primitive, applied_tags, library,
 )
 from harnesses.sandbox import static_violations
-from whale.engine import harness_id  # the archive's content address: a candidate's file name
+from whale.ids import harness_id  # the archive's content address: a candidate's file name
 
 # A primitive that addresses none of the measured failures still ranks by its prior.
 BASE_RATE = 0.05

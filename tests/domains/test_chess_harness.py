@@ -12,8 +12,8 @@ from domains.chess_puzzles import ChessEnvironment
 from harnesses.contract import Call, Finish, Prompt
 from harnesses.sandbox import static_violations
 from harnesses.seeds.chess_puzzles import Harness, parse_move
-from whale.backends.base import Backend, GenResult, Sampling
-from whale.engine import Engine
+from whale.rollout.backends.base import Backend, GenResult, Sampling
+from whale.rollout.engine import Engine
 from whale.types import Example
 
 SOURCE = Path(__file__).resolve().parents[2] / "harnesses" / "seeds" / "chess_puzzles.py"

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from domains.math_reasoning import MathDomain
-from whale.backends.base import Sampling
-from whale.backends.hf import TransformersBackend
-from whale.engine import Engine
+from whale.rollout.backends.base import Sampling
+from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ from domains import get_domain
 from harnesses.contract import Call, Finish, Prompt
 from harnesses.sandbox import static_violations
 from harnesses.seeds.search_qa import Harness
-from whale.backends.base import Backend, GenResult, Sampling
-from whale.engine import Engine
+from whale.rollout.backends.base import Backend, GenResult, Sampling
+from whale.rollout.engine import Engine
 
 SOURCE = Path(__file__).resolve().parents[2] / "harnesses" / "seeds" / "search_qa.py"
 

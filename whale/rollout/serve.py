@@ -24,9 +24,9 @@ from dataclasses import astuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from whale.backends.base import GenRequest, Sampling
-from whale.backends.hf import TransformersBackend
-from whale.chat import ChatFormat
+from whale.rollout.backends.base import GenRequest, Sampling
+from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.chat import ChatFormat
 
 WINDOW_S = 0.01  # a batch closes when no request has arrived for this long (or when it is full)
 CHAT_MAX_TOKENS = 512  # chat requests without max_tokens; vLLM would fill the context instead

@@ -144,7 +144,7 @@ class RSFTTrainer:
     @classmethod
     def from_checkpoint(cls, ckpt_dir: str | Path, config: RSFTConfig) -> RSFTTrainer:
         """A trainer whose next step is the one the trainer that wrote ``ckpt_dir`` would have taken."""
-        from whale.checkpoint import load_trainer_state
+        from whale.train.checkpoint import load_trainer_state
 
         trainer = cls(ckpt_dir, config)
         load_trainer_state(trainer, ckpt_dir, weights=False)
@@ -152,7 +152,7 @@ class RSFTTrainer:
 
     def load_state(self, ckpt_dir: str | Path) -> None:
         """Restore weights, optimizer, scheduler, global step and RNG states from a checkpoint."""
-        from whale.checkpoint import load_trainer_state
+        from whale.train.checkpoint import load_trainer_state
 
         load_trainer_state(self, ckpt_dir, weights=True)
 

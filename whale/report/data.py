@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from whale.checkpoint import META_FILE
+from whale.train.checkpoint import META_FILE
 from whale.store import read_through_snapshot
 
 PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}

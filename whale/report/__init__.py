@@ -15,11 +15,11 @@ import json
 import re
 from pathlib import Path
 
-from whale import report_analysis as ra
-from whale import report_plots as rp
+from whale.report import analysis as ra
+from whale.report import plots as rp
 from whale.files import write_atomic
-from whale.report_data import RunData, load_runs
-from whale.report_html import render
+from whale.report.data import RunData, load_runs
+from whale.report.html import render
 
 CURVE_COLUMNS = ("domain", "condition", "run_id", "cycle", "phase", "cumulative_rollouts", "mean_at_k")
 

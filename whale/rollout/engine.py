@@ -8,7 +8,6 @@ model generated.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -16,18 +15,10 @@ from tqdm import tqdm
 
 from harnesses.contract import Call, Finish, Prompt, from_wire
 from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
-from whale.backends.base import Backend, GenRequest, Sampling
-from whale.chat import ChatFormat
+from whale.rollout.backends.base import Backend, GenRequest, Sampling
+from whale.rollout.chat import ChatFormat
+from whale.ids import harness_id, rollout_seed
 from whale.types import Example, Rollout, RolloutContext
-
-
-def harness_id(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:12]
-
-
-def rollout_seed(seed: int, example_id: str, sample_idx: int) -> int:
-    digest = hashlib.sha256(f"{seed}:{example_id}:{sample_idx}".encode()).digest()
-    return int.from_bytes(digest[:6], "big")
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""A tiny project directory for flow tests: params overrides, prepared data, the tiny model."""
+"""Test and benchmark helpers: a tiny randomly initialised model on a real tokenizer, and a scratch
+project (params.yaml, prepared data, overrides that make a run tiny). Used by tests/ and bench/."""
 from __future__ import annotations
 
 import shutil
@@ -24,3 +25,21 @@ def make_project(tmp: Path, model_dir: Path, domains=("chess_puzzles",)) -> dict
         "eval": {"k": 1},
         "backend": {"max_batch": 8},
     }
+
+
+def tiny_model(tokenizer_dir: str | Path, out: str | Path) -> Path:
+    """A 2-layer Llama with random weights (seed 0) and the given tokenizer, saved like an export."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return Path(out)

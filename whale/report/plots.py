@@ -62,7 +62,7 @@ def plot_curves(domain: str, series: list[dict], budget: int, path: Path) -> Pat
 
 def plot_decomposition(domain: str, rows: list[dict], path: Path) -> Path:
     """Grouped bars: for each run, the four cells of base/final weights x h0/final harness."""
-    from whale.report_analysis import CELLS
+    from whale.report.analysis import CELLS
 
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.2

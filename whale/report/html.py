@@ -6,7 +6,7 @@ import base64
 from html import escape
 from pathlib import Path
 
-from whale.report_analysis import RULES
+from whale.report.analysis import RULES
 
 CSS = """
 body { font-family: sans-serif; margin: 24px auto; max-width: 1150px; color: #222; }

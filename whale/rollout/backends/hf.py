@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from whale.backends.base import Backend, GenRequest, GenResult, Sampling, stop_hit
+from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling, stop_hit
 from whale.model import load_model, weights_id
 
 STOP_WINDOW = 24  # tokens decoded from the tail when looking for stop strings

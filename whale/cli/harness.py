@@ -198,3 +198,15 @@ def run_command(action: str, run_dir: str | Path, ids: list[str]) -> str:
     if action == "diff":
         return diff(run_dir, ids[0], ids[1])
     return lineage(run_dir, ids[0] if ids else None)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("action", choices=["show", "diff", "lineage"],
+                   help="show ID | diff A B | lineage [ID] (tree from the seeds, or from ID)")
+    p.add_argument("ids", nargs="*", help="harness ids or unique prefixes of them")
+    p.add_argument("--run", default=None, help="run id (default: the only run under --runs)")
+    p.add_argument("--runs", default="runs")
+
+
+def run(args, params) -> None:
+    print(run_command(args.action, run_dir_for(args.runs, args.run), args.ids), end="")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from whale.backends.base import Backend, GenRequest, GenResult, Sampling
+from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 from whale.model import weights_id as local_weights_id
 
 WEIGHTS_HEADER = "x-whale-weights-id"

@@ -52,3 +52,12 @@ def run_sql(query: str, runs_dir: str | Path = "runs", max_rows: int = 200) -> s
         return df.to_string(index=False, max_colwidth=80)
     finally:
         con.close()
+
+
+def add_arguments(p) -> None:
+    p.add_argument("query")
+    p.add_argument("--runs", default="runs")
+
+
+def run(args, params) -> None:
+    print(run_sql(args.query, args.runs))

@@ -12,12 +12,30 @@ from pathlib import Path
 
 from domains import get_domain
 from harnesses.archive import Archive
-from whale.checkpoint import latest_checkpoint
-from whale.evaluate import make_engine, model_dir
-from whale.model import model_weights_id
+from whale.train.checkpoint import latest_checkpoint
+from harnesses.sandbox import Limits
+from whale.model import EMBEDDED, export_model, model_weights_id
+from whale.rollout.backends import make_backend
+from whale.rollout.backends.base import Sampling
+from whale.rollout.engine import Engine
 from whale.store import Store
 
-SEEDS = Path(__file__).resolve().parents[1] / "harnesses" / "seeds"
+SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
+
+
+def model_dir(params: dict) -> Path:
+    """The exported checkpoint named by params.yaml, exported on first use."""
+    out = Path(params["model"]["export_dir"])
+    if not (out / "config.json").exists():
+        source = params["model"]["source"]
+        print(f"exporting {'SmolLM2-135M-Instruct (embedded GGUF)' if source == EMBEDDED else source} to {out}")
+        export_model(source, out, params["model"]["dtype"])
+    return out
+
+
+def make_engine(params: dict, domain, model: str | Path) -> Engine:
+    backend = make_backend(params, str(model))
+    return Engine(backend, domain, Sampling.from_params(params), Limits.from_params(params))
 
 
 class Run:
@@ -76,7 +94,7 @@ class Run:
     def ensure_trainer(self):
         """The run's one trainer, resumed from its latest checkpoint (optimizer state included)."""
         if self.trainer is None:
-            from whale.sft import RSFTConfig, RSFTTrainer
+            from whale.train.rsft import RSFTConfig, RSFTTrainer
 
             config = RSFTConfig.from_params(self.params)
             ckpt = latest_checkpoint(self.ckpt_root)

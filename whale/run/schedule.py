@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from whale.sft import steps_for_epochs
+from whale.train.rsft import steps_for_epochs
 from whale.store import Store
 
 

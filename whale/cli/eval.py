@@ -6,32 +6,14 @@ import time
 from pathlib import Path
 
 from domains import get_domain
-from harnesses.sandbox import Limits
-from whale.backends import make_backend
-from whale.backends.base import Sampling
-from whale.engine import Engine, harness_id
 from whale.files import write_json
-from whale.metrics import summarize
-from whale.model import EMBEDDED, export_model
+from whale.ids import harness_id
+from whale.rollout.metrics import summarize
+from whale.run.context import make_engine, model_dir
 from whale.store import Store
 from whale.types import RolloutContext
 
 RUNS = Path("runs")
-
-
-def model_dir(params: dict) -> Path:
-    """The exported checkpoint named by params.yaml, exported on first use."""
-    out = Path(params["model"]["export_dir"])
-    if not (out / "config.json").exists():
-        source = params["model"]["source"]
-        print(f"exporting {'SmolLM2-135M-Instruct (embedded GGUF)' if source == EMBEDDED else source} to {out}")
-        export_model(source, out, params["model"]["dtype"])
-    return out
-
-
-def make_engine(params: dict, domain, model: str | Path) -> Engine:
-    backend = make_backend(params, str(model))
-    return Engine(backend, domain, Sampling.from_params(params), Limits.from_params(params))
 
 
 def evaluate(params: dict, domain_name: str, harness_path: str | Path, split: str, k: int,
@@ -57,3 +39,17 @@ def evaluate(params: dict, domain_name: str, harness_path: str | Path, split: st
     }
     write_json(run_dir / "metrics" / f"{split}-{hid}-{engine.backend.weights_id}.json", metrics)
     return metrics
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--domain", required=True)
+    p.add_argument("--harness", required=True, help="path of a harness .py file")
+    p.add_argument("--split", default="test", choices=["weight", "harness", "test"])
+    p.add_argument("-k", type=int, default=None, help="samples per example (default eval.k)")
+    p.add_argument("--run", default=None, help="run id (default eval-<domain>)")
+    p.add_argument("--model", default=None, help="checkpoint directory (default model.export_dir)")
+
+
+def run(args, params) -> None:
+    m = evaluate(params, args.domain, args.harness, args.split, args.k or params["eval"]["k"], args.run, args.model)
+    print(json.dumps(m, indent=2, sort_keys=True))

@@ -1,0 +1,45 @@
+"""The `whale` command line: one module per command, each with ``add_arguments`` and ``run``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+from whale.run.settings import load_params
+
+# name -> (module under whale.cli, one-line help); a command's module is imported only when used.
+COMMANDS = {
+    "prepare": ("prepare", "generate a domain's weight/harness/test splits under data/"),
+    "model": ("model", "model utilities"),
+    "eval": ("eval", "roll out a harness on a split and report mean@k"),
+    "run": ("run", "run (or resume) one condition on one domain as a Prefect flow"),
+    "report": ("report", "offline HTML report (PNGs embedded), metrics.json and curves.csv of the runs"),
+    "harness": ("harness", "inspect a run's harness archive (read-only)"),
+    "sql": ("sql", "query every run's DuckDB (tables attached per run; all_<table> views)"),
+    "serve": ("serve", "OpenAI-compatible server over the transformers backend"),
+}
+
+
+def _module(name: str):
+    return import_module(f"whale.cli.{COMMANDS[name][0]}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="whale", description="WHALE: weight-harness alternating learning")
+    p.add_argument("--params", default="params.yaml", help="configuration file")
+    p.add_argument("--profile", default=None, help="profile overlay from params.yaml (default: its `profile`)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, (_, help_) in COMMANDS.items():
+        _module(name).add_arguments(sub.add_parser(name, help=help_))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        params = load_params(args.params, args.profile)
+        _module(args.cmd).run(args, params)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"whale: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,5 @@
+import sys
+
+from whale.cli import main
+
+sys.exit(main())

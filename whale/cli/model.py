@@ -1,0 +1,16 @@
+"""`whale model export`: the safetensors checkpoint every backend and the trainer start from."""
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("action", choices=["export"])
+    p.add_argument("--source", default=None, help="`embedded`, an HF directory or a hub id")
+    p.add_argument("--out", default=None)
+
+
+def run(args, params) -> None:
+    from whale.model import export_model
+
+    out = args.out or params["model"]["export_dir"]
+    wid = export_model(args.source or params["model"]["source"], out, params["model"]["dtype"])
+    print(f"exported {out} (weights id {wid})")

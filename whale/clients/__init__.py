@@ -1,0 +1,1 @@
+"""Clients of outside services (the Anthropic Messages API)."""

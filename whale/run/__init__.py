@@ -1,0 +1,1 @@
+"""One run: its context (store, archive, engine, trainer), settings, schedule and budget rules."""

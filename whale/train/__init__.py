@@ -1,0 +1,1 @@
+"""Weights: the RSFT trainer (TRL) and its checkpoints."""
