@@ -8,7 +8,7 @@ CONDITION ?= adaptive_whale
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup browser data model run report test test-fast clean
+.PHONY: setup browser data model run report lint test test-fast clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,7 +38,12 @@ data: setup
 run: setup model data
 	$(BIN)/whale run --domain $(DOMAIN) --condition $(CONDITION)
 
-test: setup browser model
+# Static checks first (seconds): the layering contracts (pyproject.toml) and ruff.
+lint: setup
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+
+test: setup browser model lint
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests
 
 test-fast: setup

@@ -31,7 +31,8 @@ def prompts(chat: ChatFormat, n: int) -> list[list[int]]:
     for i in range(n):
         topic = TOPICS[i % len(TOPICS)]
         detail = " Mention one surprising fact." * (i % 4)
-        out.append(chat.opening([{"role": "user", "content": f"Q{i}: explain {topic} in {1 + i % 3} sentences.{detail}"}]))
+        question = f"Q{i}: explain {topic} in {1 + i % 3} sentences.{detail}"
+        out.append(chat.opening([{"role": "user", "content": question}]))
     return out
 
 

@@ -42,8 +42,8 @@ def main() -> None:
     from whale.testing import make_project, tiny_model
 
     overrides = make_project(work, tiny_model(ROOT / "data" / "model", work / "tiny"))
-    import whale.train.checkpoint as ckpt
     import whale.model as model
+    import whale.train.checkpoint as ckpt
     from flows.whale import whale as whale_flow
     from whale.rollout.backends.hf import TransformersBackend
     from whale.train.rsft import RSFTTrainer

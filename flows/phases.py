@@ -8,12 +8,11 @@ from dataclasses import dataclass
 
 from tasks import log
 from tasks.evaluate import spent_rollouts
-from tasks.harness import (evaluate_harness, propose_harnesses, recheck_harnesses, select_harness,
-                           validate_candidate)
+from tasks.harness import evaluate_harness, propose_harnesses, recheck_harnesses, select_harness, validate_candidate
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
-from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.run.context import Run
 from whale.run.schedule import Decision, harness_patience, weight_patience
+from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 
 
 @dataclass

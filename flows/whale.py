@@ -14,10 +14,10 @@ from prefect import flow
 
 from flows.phases import PhaseEnd, completed, harness_phase, weight_phase
 from tasks.evaluate import evaluate_test
-from whale.train.checkpoint import checkpoint_dir
-from whale.run.settings import load_params
 from whale.run.context import Run
 from whale.run.schedule import epochs_to_steps
+from whale.run.settings import load_params
+from whale.train.checkpoint import checkpoint_dir
 
 CONDITIONS = ("weight_only", "harness_only", "whale", "adaptive_whale", "stagewise", "prompt_only")
 MAX_CYCLES = 30

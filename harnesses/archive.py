@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from whale.ids import harness_id
 from whale.files import write_atomic
+from whale.ids import harness_id
 from whale.store import Store
 
 STATUSES = ("ok", "invalid", "error", "pending")

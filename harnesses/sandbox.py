@@ -38,7 +38,7 @@ class Limits:
     output_kb: int = 4096
 
     @classmethod
-    def from_params(cls, params: dict) -> "Limits":
+    def from_params(cls, params: dict) -> Limits:
         return cls(**params["sandbox"])
 
 

@@ -30,7 +30,8 @@ def prompt_only_violation(candidate: str, incumbent: str) -> str | None:
     return None
 
 
-def check_candidate(source: str, limits: Limits, incumbent: str | None = None, prompt_only: bool = False) -> str | None:
+def check_candidate(source: str, limits: Limits, incumbent: str | None = None,
+                    prompt_only: bool = False) -> str | None:
     """The reason a candidate is invalid, or None when it may be smoke-tested."""
     bad = static_violations(source)
     if bad:

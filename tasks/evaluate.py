@@ -24,10 +24,11 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
     """
     k, wid = run.params["eval"]["k"], run.weights_id
     # A boundary is evaluated once; on resume the backend may already serve later weights.
-    done = run.store.query("SELECT * FROM evals WHERE run_id = ? AND cycle = ? AND phase = ?", [run.run_id, cycle, phase])
+    done = run.store.query("SELECT * FROM evals WHERE run_id = ? AND cycle = ? AND phase = ?",
+                           [run.run_id, cycle, phase])
     if done:
         names = [d[0] for d in run.store.con.description]
-        return dict(zip(names, done[0]))
+        return dict(zip(names, done[0], strict=False))
     step = run.store.query("SELECT count(*) FROM evals WHERE run_id = ?", [run.run_id])[0][0]
     # the same (harness, weights) evaluated at an earlier boundary is read back, not re-rolled
     rollouts = run.rollouts_once(harness_id, run.domain.examples("test"), k, run.params["seed"] + 10_007,
@@ -41,5 +42,6 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
            "cumulative_rollouts": spent_rollouts(run)}
     run.store.insert("evals", [row])
     log(f"test mean@{k} after cycle {cycle} {phase}: {m['mean_at_k']:.3f} "
-        f"(format {m['format_rate']:.2f}, truncated {m['truncation_rate']:.2f}, {row['cumulative_rollouts']} rollouts spent)")
+        f"(format {m['format_rate']:.2f}, truncated {m['truncation_rate']:.2f}, "
+        f"{row['cumulative_rollouts']} rollouts spent)")
     return row

@@ -41,7 +41,8 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
     ctx = ProposerContext(
         run_id=run.run_id, domain=run.domain_name, cycle=cycle, iteration=iteration,
         M=run.params["harness_search"]["M"], seed=run.params["seed"], incumbent_id=incumbent,
-        archive_dir=run.archive.dir, store_path=run.store.path, notes_path=ROOT / "domains" / run.domain_name / "notes.md",
+        archive_dir=run.archive.dir, store_path=run.store.path,
+        notes_path=ROOT / "domains" / run.domain_name / "notes.md",
         contract_path=ROOT / "harnesses" / "contract.py", prompt_only=prompt_only, store_con=run.store.con,
     )
     primary, fallback = make_proposers(run)

@@ -1,9 +1,7 @@
 """Shared pieces of the offline-proposer tests: seed sources, stored rollouts, contexts, hook drivers."""
 from __future__ import annotations
 
-
 from pathlib import Path
-
 
 from harnesses.contract import from_wire
 from harnesses.proposers import ProposerContext

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import duckdb
 
-from whale.testing import make_project
 from tests.support.messages_server import MessagesServer, message, text, tool_use
+from whale.testing import make_project
 
 ROOT = Path(__file__).resolve().parents[1]
 H0 = (ROOT / "harnesses" / "examples" / "chess_choice.py").read_text()

@@ -8,12 +8,16 @@ import anthropic
 import pytest
 
 from harnesses.proposers import (
-    Proposal, ProposerContext, ProposerUnavailable, propose_with_fallback, proposer_view,
+    Proposal,
+    ProposerContext,
+    ProposerUnavailable,
+    propose_with_fallback,
+    proposer_view,
 )
 from harnesses.proposers.claude import ClaudeProposer
-from whale.clients.anthropic import Usage, estimate_cost
 from harnesses.proposers.claude_tools import check_source
 from tests.support.messages_server import MessagesServer, error, message, slow, text, tool_use
+from whale.clients.anthropic import Usage, estimate_cost
 from whale.ids import harness_id
 from whale.store import Store
 from whale.types import Rollout
@@ -146,7 +150,8 @@ def test_view_has_no_test_rows_and_no_token_columns(ctx):
     ctx.store_con = None
     closed = proposer_view(ctx)  # nobody holds the file: ATTACH read-only, copy, DETACH
     assert closed.execute("SELECT count(*) FROM rollouts").fetchone() == (3,)
-    assert closed.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'run_store'").fetchone() == (0,)
+    attached = "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'run_store'"
+    assert closed.execute(attached).fetchone() == (0,)
 
 
 def test_rate_limit_then_overload_then_success(ctx):
@@ -217,7 +222,8 @@ def test_fallback_records_reason_and_spent_tokens(ctx):
         def propose(self, ctx):
             return Proposal(candidates=[], proposer="offline", model=None)
 
-    with MessagesServer([message(text("hm"), input_tokens=11, output_tokens=3), error(400, "invalid_request_error")]) as srv:
+    replies = [message(text("hm"), input_tokens=11, output_tokens=3), error(400, "invalid_request_error")]
+    with MessagesServer(replies) as srv:
         proposal = propose_with_fallback(_proposer(srv, []), Fixed(), ctx)
     assert proposal.proposer == "offline" and proposal.fallback_reason.startswith("claude: HTTP 400")
     assert (proposal.input_tokens, proposal.output_tokens) == (11, 3)

@@ -26,7 +26,8 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     saved = list((tmp_path / "runs" / "eval-chess_puzzles" / "metrics").glob("test-*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["mean_at_k"] == metrics["mean_at_k"]
 
-    out = whale(tmp_path, "sql", "SELECT run, split, count(*) AS n, sum(reward) AS solved FROM all_rollouts GROUP BY ALL")
+    out = whale(tmp_path, "sql",
+                "SELECT run, split, count(*) AS n, sum(reward) AS solved FROM all_rollouts GROUP BY ALL")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "eval_chess_puzzles" in out.stdout and " 6 " in out.stdout
 
@@ -46,9 +47,9 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
     writer = Store(runs / "busy" / "rollouts.duckdb", snapshot_every_s=3600)  # held open, as by a running flow
 
     def read():
-        return subprocess.run([sys.executable, "-c", "import sys; from whale.cli.sql import run_sql; "
-                               "print(run_sql('SELECT run_id FROM all_runs ORDER BY run_id', sys.argv[1]))", str(runs)],
-                              capture_output=True, text=True, timeout=120)
+        code = ("import sys; from whale.cli.sql import run_sql; "
+                "print(run_sql('SELECT run_id FROM all_runs ORDER BY run_id', sys.argv[1]))")
+        return subprocess.run([sys.executable, "-c", code, str(runs)], capture_output=True, text=True, timeout=120)
     try:
         writer.insert("runs", [{"run_id": "busy", "domain": "d", "condition": "c", "params": "{}"}])
         out = read()  # nothing published yet: the running job is skipped, the others are read
@@ -60,14 +61,15 @@ def test_sql_reads_a_running_job_through_its_snapshot(tmp_path):
         assert out.returncode == 0, out.stderr
         assert "busy" in out.stdout and "later" not in out.stdout and "done" in out.stdout
         assert "busy is being written by a running job: read its snapshot of" in out.stderr
-        out = subprocess.run([sys.executable, "-c", "import sys; from whale.report.data import load_runs; "
-                              "runs, warnings = load_runs(sys.argv[1]); print(sorted(r.run_id for r in runs), warnings)",
-                              str(runs)], capture_output=True, text=True, timeout=120)
+        code = ("import sys; from whale.report.data import load_runs; "
+                "runs, warnings = load_runs(sys.argv[1]); print(sorted(r.run_id for r in runs), warnings)")
+        out = subprocess.run([sys.executable, "-c", code, str(runs)], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "['busy', 'done']" in out.stdout and "read its snapshot of" in out.stdout
-        out = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
-                              "from whale.cli.harness import _open; print(_open(Path(sys.argv[1])).query('SELECT run_id FROM runs'))",
-                              str(runs / "busy")], capture_output=True, text=True, timeout=120)
+        code = ("import sys; from pathlib import Path; from whale.cli.harness import _open; "
+                "print(_open(Path(sys.argv[1])).query('SELECT run_id FROM runs'))")
+        out = subprocess.run([sys.executable, "-c", code, str(runs / "busy")], capture_output=True, text=True,
+                             timeout=120)
         assert out.returncode == 0, out.stderr
         assert "[('busy',)]" in out.stdout and "read its snapshot of" in out.stderr
     finally:

@@ -86,7 +86,8 @@ def server(tmp_path_factory):
 
 
 def prefect(env: dict, cwd: Path, *args: str, timeout: int = 300) -> str:
-    r = subprocess.run([str(BIN / "prefect"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([str(BIN / "prefect"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=timeout)
     assert r.returncode == 0, (f"prefect {' '.join(args)} failed ({r.returncode}):\n"
                                f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
     return r.stdout + r.stderr
@@ -124,7 +125,8 @@ def test_deployment_runs_the_flow_through_a_process_worker(server, tmp_path, tin
         assert con.execute("SELECT domain, condition FROM runs").fetchall() == [("chess_puzzles", "harness_only")]
         evals = con.execute("SELECT cycle, phase, n_examples, k FROM evals ORDER BY cycle").fetchall()
         assert evals == [(0, "start", 2, 1), (1, "harness", 2, 1)]
-        assert con.execute("SELECT phase, reason FROM phases").fetchall() == [("harness", "fixed length: 1 iterations")]
+        phases = con.execute("SELECT phase, reason FROM phases").fetchall()
+        assert phases == [("harness", "fixed length: 1 iterations")]
         by_split = dict(con.execute("SELECT split, count(*) FROM rollouts GROUP BY split").fetchall())
         assert by_split == {"test": 2, "harness": 2}  # the second test evaluation re-read the first
     finally:

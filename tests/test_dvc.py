@@ -95,7 +95,7 @@ def test_stage_names_and_params_are_those_the_code_reads(project):
     runs = {f"run@{d}-{c}" for d in DOMAINS for c in CONDITIONS}
     assert set(stages) == {f"prepare@{d}" for d in DOMAINS} | {"model_export", "report"} | runs
     params = yaml.safe_load((p / "params.yaml").read_text())
-    for name, declared in keys.items():
+    for declared in keys.values():
         for key in declared:
             lookup(params, key)  # a missing key would stop `dvc repro`
     assert "schedule" not in keys["prepare@math_reasoning"] and "data.math_reasoning" in keys["prepare@math_reasoning"]

@@ -15,7 +15,8 @@ class Harness(BaseHarness):
 
     def start(self, observation):
         self.turn = 0
-        return Prompt(messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": observation["question"]}],
+        return Prompt(messages=[{"role": "system", "content": "sys"},
+                                {"role": "user", "content": observation["question"]}],
                       max_new_tokens=5, prefix="Answer:")
 
     def act(self, completion):
@@ -35,7 +36,7 @@ def engine(tiny_model_dir):
 
 def generated_segments(r):
     segs, cur = [], []
-    for t, m in zip(r.token_ids, r.mask):
+    for t, m in zip(r.token_ids, r.mask, strict=False):
         if m:
             cur.append(t)
         elif cur:
@@ -56,7 +57,7 @@ def test_records_are_token_exact(engine):
         assert r.tool_calls == 3  # every turn's echo ran, the last one's result hit the turn cap
         segs = generated_segments(r)
         # the prefix "<" of later turns is harness text: in the message, never in the trained tokens
-        for seg, text, prefix in zip(segs, assistant, ["", "<", "<"]):
+        for seg, text, prefix in zip(segs, assistant, ["", "<", "<"], strict=False):
             assert text == prefix + tok.decode(seg, skip_special_tokens=True)
         assert all(len(s) <= 8 for s in segs)
         rendered = tok.decode(r.token_ids)

@@ -38,15 +38,17 @@ def reference_greedy(model, ids: list[int], n: int, eos: int) -> list[int]:
 def test_batched_cached_greedy_equals_the_cache_free_reference(varied_model_dir, monkeypatch):
     writes = []
     update = PreallocatedLayer.update
-    monkeypatch.setattr(PreallocatedLayer, "update", lambda self, k, v, *a, **kw: writes.append(1) or update(self, k, v))
+    monkeypatch.setattr(PreallocatedLayer, "update",
+                        lambda self, k, v, *a, **kw: writes.append(1) or update(self, k, v))
     backend = TransformersBackend(str(varied_model_dir), max_batch=8)
     tok = backend.tokenizer
     texts = ["The river flows", "Question: who founded the society in the old town by the sea?",
              "x", "Compute 12 * 7 and print it"]
     # different prompt lengths (left padding) and token limits (rows leave the batch at different steps)
-    reqs = [GenRequest(tok.encode(t), n, seed=i, stop=[]) for i, (t, n) in enumerate(zip(texts, (40, 7, 25, 3)))]
+    lengths = (40, 7, 25, 3)
+    reqs = [GenRequest(tok.encode(t), n, seed=i, stop=[]) for i, (t, n) in enumerate(zip(texts, lengths, strict=True))]
     results = backend.generate(reqs, Sampling(temperature=0.0))
-    for req, res in zip(reqs, results):
+    for req, res in zip(reqs, results, strict=False):
         want = reference_greedy(backend.model, req.ids, req.max_new_tokens, backend.eos_id)
         assert res.ids == want
     assert len({tuple(r.ids[:3]) for r in results}) > 1  # the model is not degenerate

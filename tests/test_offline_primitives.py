@@ -1,7 +1,6 @@
 """Offline-proposer primitives: what each edit does to a harness, through hooks, the engine and real domains."""
 from __future__ import annotations
 
-
 import ast
 
 import pytest
@@ -12,13 +11,15 @@ from harnesses.proposers.offline import (
     masked,
 )
 from harnesses.proposers.primitives.edit import (
-    append_sentence, class_constant, instruction_literal, set_class_constant,
+    append_sentence,
+    class_constant,
+    instruction_literal,
+    set_class_constant,
 )
 from harnesses.sandbox import HarnessSandbox, static_violations
+from tests.offline_support import CHESS, MATH, PROGRAM, SEARCH, edited, hooks
 from whale.rollout.backends.base import Backend, GenResult, Sampling
 from whale.rollout.engine import Engine
-
-from tests.offline_support import (MATH, SEARCH, CHESS, PROGRAM, edited, hooks)
 
 
 def test_format_nudge_asks_once_for_the_answer_only_when_it_is_missing():
@@ -181,7 +182,7 @@ def test_legal_choices_make_every_answer_a_legal_move(chess_examples, tokenizer,
     source = edited("chess_puzzles", "legal_choices", CHESS)
     backend = ChessPicker(tokenizer, examples, right)
     rollouts = Engine(backend, domain, Sampling()).run(source, examples, k=1, seed=0, progress=False)
-    for r, ex in zip(rollouts, examples):
+    for r, ex in zip(rollouts, examples, strict=False):
         legal = domain.environment(ex).reset()["legal_uci"]
         assert backend.choices[ex.public["fen"]] == [m + "</move>" for m in legal]
         assert r.error is None and r.formatted and r.turns == 1
@@ -196,7 +197,7 @@ def test_move_lists_replace_the_flat_list_and_keep_every_move(chess_examples, na
     [prompt] = hooks(edited("chess_puzzles", name, CHESS), [("start", observation)])
     text = prompt.messages[-1]["content"]
     assert " ".join(observation["legal_uci"]) not in text
-    for uci, san in zip(observation["legal_uci"], observation["legal_san"]):
+    for uci, san in zip(observation["legal_uci"], observation["legal_san"], strict=False):
         assert text.count(f"{uci} ({san})") == 1
 
 

@@ -1,22 +1,23 @@
 """The offline proposer against a real run store, real seed harnesses, real domains and the sandbox."""
 from __future__ import annotations
 
-
-
 import pytest
 
 from domains import get_domain
 from harnesses.contract import Prompt, from_wire
 from harnesses.proposers.claude_tools import check_source
 from harnesses.proposers.offline import (
-    OfflineProposer, failure_profile, harness_id, masked, rank,
+    OfflineProposer,
+    failure_profile,
+    harness_id,
+    masked,
+    rank,
 )
 from harnesses.proposers.primitives import FAILURES, applied_tags, library
 from harnesses.sandbox import HarnessSandbox, static_violations
 from harnesses.validate import prompt_only_violation
+from tests.offline_support import CHESS, MATH, PROGRAM, SEARCH, SEEDS, context, edited, primitive_of, register, rollout
 from whale.store import Store
-
-from tests.offline_support import (SEEDS, MATH, SEARCH, CHESS, PROGRAM, rollout, register, context, primitive_of, edited)
 
 
 def test_failure_profile_reads_the_latest_weights_harness_split_only(tmp_path):

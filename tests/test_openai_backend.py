@@ -5,12 +5,12 @@ import httpx
 import pytest
 
 from tests.toy_domain import ECHO_HARNESS, ToyDomain
+from whale.model import weights_id
 from whale.rollout.backends.base import GenRequest, Sampling
 from whale.rollout.backends.hf import TransformersBackend
 from whale.rollout.backends.openai import OpenAIBackend
 from whale.rollout.chat import ChatFormat
 from whale.rollout.engine import Engine
-from whale.model import weights_id
 from whale.rollout.serve import make_server
 
 GREEDY = Sampling(temperature=0.0)
@@ -91,7 +91,7 @@ def test_greedy_matches_in_process_and_is_batched(server, remote, local, request
     out = remote.generate(requests, GREEDY)
     assert server.batcher.calls - calls < len(requests)  # concurrent arrivals shared a batch
     assert same(out, local.generate(requests, GREEDY))
-    for req, res in zip(requests, out):
+    for req, res in zip(requests, out, strict=False):
         assert res.finish in ("eos", "length") and 0 < len(res.ids) <= req.max_new_tokens
 
 
@@ -198,7 +198,7 @@ def test_engine_over_http_matches_in_process(remote, local):
     over_http = Engine(remote, domain, GREEDY).run(ECHO_HARNESS, examples, k=2, seed=0, progress=False)
     in_process = Engine(local, domain, GREEDY).run(ECHO_HARNESS, examples, k=2, seed=0, progress=False)
     assert len(over_http) == 6
-    for r, ref in zip(over_http, in_process):
+    for r, ref in zip(over_http, in_process, strict=False):
         assert r.error is None and r.stop_reason in ("answered", "truncated", "turn_cap")
         assert len(r.token_ids) == len(r.mask) and r.tokens_out == sum(r.mask) > 0
         assert r.weights_id == remote.weights_id and 1 <= r.turns <= 3

@@ -62,7 +62,8 @@ def snapshot(cwd):
                           "GROUP BY ALL ORDER BY ALL"),
             "duplicates": q("SELECT count(*) - count(DISTINCT (phase, cycle, step, split, example_id, sample_idx, "
                             "harness_id, weights_id)) FROM rollouts"),
-            "phases": q("SELECT cycle, phase, first_step, last_step, harness_id, weights_id, reason FROM phases ORDER BY ALL"),
+            "phases": q("SELECT cycle, phase, first_step, last_step, harness_id, weights_id, reason "
+                        "FROM phases ORDER BY ALL"),
             "train_steps": q("SELECT step, weights_before, weights_after, accepted FROM train_steps ORDER BY step"),
             "evals": q("SELECT cycle, phase, harness_id, weights_id, mean_at_k FROM evals ORDER BY ALL"),
             "harnesses": q("SELECT harness_id, status FROM harnesses ORDER BY ALL"),

@@ -20,17 +20,24 @@ def harness(body: str, top: str = "") -> str:
     return HEAD + top + "\nclass Harness(BaseHarness):\n" + START + body
 
 
+def act(body: str, top: str = "") -> str:
+    """A harness whose ``act`` hook has ``body`` (indented under the method)."""
+    return harness("    def act(self, completion):\n" + "".join(f"        {line}\n" for line in body.split("\n")), top)
+
+
 HOSTILE = {
     "syntax error": (HEAD + "class Harness(BaseHarness)\n    pass\n", "syntax error"),
-    "exception in a hook": (harness("    def act(self, completion):\n        raise RuntimeError('bad hook')\n"), "bad hook"),
-    "infinite loop": (harness("    def act(self, completion):\n        while True:\n            pass\n"), "wall-clock"),
-    "memory bomb": (harness("    def act(self, completion):\n        x = [bytearray(10**8) for _ in range(100)]\n        return Finish()\n"), "MemoryError"),
-    "api key from env": (harness("    def act(self, completion):\n        return Call('echo', {'text': os.environ['ANTHROPIC_API_KEY']})\n", "import os\n"), "'os' is not allowed"),
-    "import the verifier": (harness("    def act(self, completion):\n        return Finish()\n", "from domains.math_reasoning import verify\n"), "not allowed"),
-    "escape via dunder": (harness("    def act(self, completion):\n        return ().__class__.__bases__[0].__subclasses__()\n"), "dunder"),
+    "exception in a hook": (act("raise RuntimeError('bad hook')"), "bad hook"),
+    "infinite loop": (act("while True:\n    pass"), "wall-clock"),
+    "memory bomb": (act("x = [bytearray(10**8) for _ in range(100)]\nreturn Finish()"), "MemoryError"),
+    "api key from env": (act("return Call('echo', {'text': os.environ['ANTHROPIC_API_KEY']})", "import os\n"),
+                         "'os' is not allowed"),
+    "import the verifier": (act("return Finish()", "from domains.math_reasoning import verify\n"), "not allowed"),
+    "escape via dunder": (act("return ().__class__.__bases__[0].__subclasses__()"), "dunder"),
     "wrong interface: no Harness": (HEAD + "class Agent(BaseHarness):\n    pass\n", "class Harness"),
-    "wrong interface: bad return": (harness("    def act(self, completion):\n        return 'e2e4'\n"), "must return Prompt, Call or Finish"),
-    "wrong interface: not a subclass": (HEAD + "class Harness:\n    def start(self, o):\n        return None\n", "Harness(BaseHarness)"),
+    "wrong interface: bad return": (act("return 'e2e4'"), "must return Prompt, Call or Finish"),
+    "wrong interface: not a subclass": (HEAD + "class Harness:\n    def start(self, o):\n        return None\n",
+                                        "Harness(BaseHarness)"),
 }
 
 

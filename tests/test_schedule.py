@@ -1,7 +1,7 @@
 """The patience rules read their signals from DuckDB; the epoch-to-step rule."""
 from whale.run.schedule import harness_patience, weight_patience
-from whale.train.rsft import steps_for_epochs
 from whale.store import Store
+from whale.train.rsft import steps_for_epochs
 
 
 def steps(store, rewards, first=0):

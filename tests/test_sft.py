@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.model import weights_id
+from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.train.rsft import IGNORE, RSFTConfig, RSFTTrainer, steps_for_epochs
 from whale.types import Rollout
 
@@ -84,10 +84,10 @@ def test_mask_is_honoured_token_by_token(tiny_model_dir, rollouts, tokenizer):
     assert r.mask.count(1) > 0 and r.mask.count(0) > 0
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     # Both assistant turns end with a trained <|im_end|>; the glue's <|im_end|> tokens are not trained.
-    assert [m for t, m in zip(r.token_ids, r.mask) if t == im_end] == [0, 0, 1, 0, 1]
+    assert [m for t, m in zip(r.token_ids, r.mask, strict=False) if t == im_end] == [0, 0, 1, 0, 1]
     batch = trainer.collate([r])
     labels = batch["labels"][0].tolist()
-    assert labels == [t if m == 1 else IGNORE for t, m in zip(r.token_ids, r.mask)]
+    assert labels == [t if m == 1 else IGNORE for t, m in zip(r.token_ids, r.mask, strict=False)]
     with torch.no_grad():
         out = trainer.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                             labels=batch["labels"], fused_lm_head=True)
@@ -145,12 +145,13 @@ def test_optimizer_and_data_order_survive_a_checkpoint(tiny_model_dir, rollouts,
     a, b, c = first.step(rollouts), resumed.step(rollouts), other.step(rollouts)
     assert a["order"] == b["order"] == c["order"] and a["loss"] == pytest.approx(b["loss"], rel=1e-6)
     assert c["loss"] == pytest.approx(a["loss"], rel=1e-5)
-    for p, q, r in zip(first.model.parameters(), resumed.model.parameters(), other.model.parameters()):
+    for p, q, r in zip(first.model.parameters(), resumed.model.parameters(), other.model.parameters(), strict=False):
         assert torch.allclose(p, q, atol=1e-7) and torch.allclose(p, r, atol=1e-6)
     # A trainer that did not load the state would shuffle and update differently.
     fresh = make_trainer(ckpt, mini_batch=2, micro_batch=1)
     fresh.step(rollouts)
-    assert any(not torch.allclose(p, q) for p, q in zip(first.model.parameters(), fresh.model.parameters()))
+    pairs = zip(first.model.parameters(), fresh.model.parameters(), strict=True)
+    assert any(not torch.allclose(p, q) for p, q in pairs)
 
 
 def test_empty_step_is_skipped(tiny_model_dir):
@@ -159,7 +160,7 @@ def test_empty_step_is_skipped(tiny_model_dir):
     out = trainer.step([])
     assert out["skipped"] is True and out["optimizer_steps"] == 0 and out["loss"] is None
     assert trainer.global_step == 0
-    assert all(torch.equal(p, q) for p, q in zip(trainer.model.parameters(), before))
+    assert all(torch.equal(p, q) for p, q in zip(trainer.model.parameters(), before, strict=False))
 
 
 def test_bad_rollouts_are_refused(tiny_model_dir, rollouts):

@@ -26,7 +26,8 @@ def test_a_store_from_before_tool_calls_gains_the_column(tmp_path):
     con = duckdb.connect(str(path))
     con.execute(SCHEMA.split("-- stores written before")[0].replace(" tool_calls INTEGER,", ""))
     con.execute("INSERT INTO rollouts (run_id, cycle, phase, step, split, example_id, sample_idx, harness_id, "
-                "weights_id, seed, stop_reason) VALUES ('r', 1, 'harness', 1, 'harness', 'old', 0, 'h', 'w', 0, 'answered')")
+                "weights_id, seed, stop_reason) "
+                "VALUES ('r', 1, 'harness', 1, 'harness', 'old', 0, 'h', 'w', 0, 'answered')")
     assert "tool_calls" not in [c[0] for c in con.execute("DESCRIBE rollouts").fetchall()]
     con.close()
     with Store(path) as store:

@@ -55,5 +55,6 @@ class Harness(BaseHarness):
         return Call("echo", {"text": completion})
 
     def observe(self, observation):
-        return Prompt(messages=[{"role": "user", "content": "Echo: " + observation["output"]}], max_new_tokens=8, prefix="<")
+        return Prompt(messages=[{"role": "user", "content": "Echo: " + observation["output"]}],
+                      max_new_tokens=8, prefix="<")
 '''

@@ -11,8 +11,8 @@ import random
 
 import chess
 
-from domains.chess_puzzles import positions, search
 from domains.base import check_sizes
+from domains.chess_puzzles import positions, search
 from whale.types import SPLITS, Example
 
 TYPES = ("mate1", "mate2", "win_piece")

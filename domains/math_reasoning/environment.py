@@ -73,7 +73,8 @@ class MathEnvironment(Environment):
         if len(code) > self.limits.max_code_chars:
             return f"code is {len(code)} characters; the limit is {self.limits.max_code_chars}"
         timeout = args.get("timeout_s", self.limits.default_timeout_s)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+        number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        if not number or not math.isfinite(timeout) or timeout <= 0:
             return f"timeout_s must be a positive number of seconds, got {timeout!r}"
         return None
 

@@ -70,9 +70,9 @@ class Person:
     birth_year: int
     birthplace: Town
     occupation: str
-    spouse: "Person | None" = None
+    spouse: Person | None = None
     married: int = 0
-    employer: "Org | None" = None
+    employer: Org | None = None
     works: list = field(default_factory=list)
 
     @property
@@ -148,7 +148,7 @@ def build_world(group: str, n_questions: int, rng: random.Random, names: NameMak
 def _marry(people: list[Person], rng: random.Random) -> None:
     pool = people[:]
     rng.shuffle(pool)
-    for a, b in zip(pool[0::2], pool[1::2]):
+    for a, b in zip(pool[0::2], pool[1::2], strict=False):
         if rng.random() < 0.8:
             a.spouse, b.spouse = b, a
             a.married = b.married = max(a.birth_year, b.birth_year) + rng.randint(19, 35)

@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 
 from harnesses.proposers.base import (
-    AXES, Candidate, Proposal, Proposer, ProposerContext, ProposerUnavailable, proposer_view,
+    AXES,
+    Candidate,
+    Proposal,
+    Proposer,
+    ProposerContext,
+    ProposerUnavailable,
+    proposer_view,
 )
 
 __all__ = [

@@ -14,8 +14,8 @@ reads both); tests pass ``client=anthropic.Anthropic(base_url=..., api_key=...)`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import anthropic
 

@@ -226,7 +226,7 @@ def check_source(source: str, incumbent: str | None = None) -> str | None:
 def _score(row: tuple) -> dict:
     keys = ("weights_id", "cycle", "iteration", "n", "mean_reward", "format_rate",
             "truncation_rate", "error_rate", "mean_turns")
-    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in zip(keys, row[1:])}
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in zip(keys, row[1:], strict=False)}
 
 
 def _cell(v) -> str:

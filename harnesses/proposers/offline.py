@@ -22,7 +22,13 @@ import duckdb
 
 from harnesses.proposers.base import Candidate, Proposal, ProposerContext, proposer_view
 from harnesses.proposers.primitives import (
-    FAILURES, DomainInfo, Edit, NotApplicable, Primitive, applied_tags, library,
+    FAILURES,
+    DomainInfo,
+    Edit,
+    NotApplicable,
+    Primitive,
+    applied_tags,
+    library,
 )
 from harnesses.sandbox import static_violations
 from whale.ids import harness_id  # the archive's content address: a candidate's file name
@@ -153,7 +159,7 @@ def rank(primitives: tuple[Primitive, ...], profile: dict, rng: random.Random) -
     """Primitives by prior x (rate of the failures they address + a base rate); ties by ``rng``."""
     draws = [rng.random() for _ in primitives]
     scored = [(-round(p.prior * (sum(profile.get(a, 0.0) for a in p.addresses) + BASE_RATE), 9), d, i)
-              for i, (p, d) in enumerate(zip(primitives, draws))]
+              for i, (p, d) in enumerate(zip(primitives, draws, strict=False))]
     return [primitives[i] for _, _, i in sorted(scored)]
 
 
@@ -192,7 +198,8 @@ class OfflineProposer:
         rng = random.Random(f"offline:{self.seed}:{ctx.cycle}:{ctx.iteration}")
         edits = self._edits(rank(primitives, profile, rng), source, info, lineage, ctx)
         chosen = _diverse(edits, ctx.M)
-        label = parent if parent == ctx.incumbent_id else f"{parent}, which ties incumbent {ctx.incumbent_id} on reward"
+        ties = f"{parent}, which ties incumbent {ctx.incumbent_id} on reward"
+        label = parent if parent == ctx.incumbent_id else ties
         candidates = [Candidate(source=e.source, hypothesis=_hypothesis(p, profile, label),
                                 axis=p.axis, components=lineage + [e.tag], parents=[parent],
                                 origin="offline") for p, e in chosen]

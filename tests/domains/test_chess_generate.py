@@ -9,8 +9,7 @@ import chess
 import pytest
 
 from domains.chess_puzzles import ChessDomain, make_domain
-from domains.chess_puzzles.generate import (DEFAULT_MAX_LEGAL_MOVES, TYPES, generate, line_keys,
-                                            type_counts)
+from domains.chess_puzzles.generate import DEFAULT_MAX_LEGAL_MOVES, TYPES, generate, line_keys, type_counts
 from domains.chess_puzzles.search import mate1_line, mate2_line, win_piece_line
 
 SMALL = {"weight": 6, "harness": 3, "test": 3}

@@ -14,9 +14,11 @@ from harnesses.contract import Call
 HEADER = ["PuzzleId", "FEN", "Moves", "Rating", "RatingDeviation", "Popularity", "NbPlays", "Themes",
           "GameUrl", "OpeningTags"]
 LONG = ["00008", "r6k/pp2r2p/4Rp1Q/3p4/8/1N1P2R1/PqP2bPP/7K b - - 0 24", "f2g3 e6e7 b2b1 b3c1 b1c1 h6c1",
-        "1852", "74", "97", "444", "crushing hangingPiece long middlegame", "https://lichess.org/787zsVup/black#47", ""]
+        "1852", "74", "97", "444", "crushing hangingPiece long middlegame",
+        "https://lichess.org/787zsVup/black#47", ""]
 MATE1 = ["t1", "1k6/8/1K6/8/8/8/8/7R b - - 0 1", "b8a8 h1h8", "600", "80", "90", "10", "mate mateIn1 oneMove", "", ""]
-MATE2 = ["t2", "k7/2K1p3/8/4r3/8/2R5/8/8 b - - 0 1", "e5e6 c3a3 e6a6 a3a6", "900", "80", "90", "10", "mate mateIn2", "", ""]
+MATE2 = ["t2", "k7/2K1p3/8/4r3/8/2R5/8/8 b - - 0 1", "e5e6 c3a3 e6a6 a3a6",
+         "900", "80", "90", "10", "mate mateIn2", "", ""]
 
 
 def write(path, rows, header=HEADER):
@@ -69,7 +71,7 @@ def test_bad_rows_are_refused_with_their_line_number(tmp_path, column, value, fr
 
 def test_missing_column_and_duplicate_id_are_refused(tmp_path):
     header = [h for h in HEADER if h != "Themes"]
-    rows = [[v for h, v in zip(HEADER, MATE1) if h != "Themes"]]
+    rows = [[v for h, v in zip(HEADER, MATE1, strict=False) if h != "Themes"]]
     with pytest.raises(BadRow, match=r"p\.csv:1: missing column\(s\) Themes"):
         load_lichess_csv(write(tmp_path / "p.csv", rows, header), "test")
     with pytest.raises(BadRow, match=r"d\.csv:3: duplicate PuzzleId 't1'"):

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def shortened(relative: str) -> str:
     """The harness source with smaller per-turn token limits: same logic, seconds instead of minutes."""
     source = (ROOT / relative).read_text()
-    short = source.replace("max_new_tokens=256", "max_new_tokens=24").replace("max_new_tokens=200", "max_new_tokens=24")
+    short = source.replace("max_new_tokens=256", "max_new_tokens=24")
+    short = short.replace("max_new_tokens=200", "max_new_tokens=24")
     assert short != source
     return short
 

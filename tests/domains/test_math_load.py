@@ -53,7 +53,8 @@ def test_aime_layouts_jsonl_and_parquet(tmp_path):
 
 
 def test_non_integer_answer_names_the_line(tmp_path):
-    rows = [{"problem": "p1", "answer": "3"}, {"problem": "p2", "answer": "7"}, {"problem": "p3", "answer": "\\frac{1}{2}"}]
+    rows = [{"problem": "p1", "answer": "3"}, {"problem": "p2", "answer": "7"},
+            {"problem": "p3", "answer": "\\frac{1}{2}"}]
     with pytest.raises(ValueError, match=r"bad\.jsonl: line 3: answer .* is not an integer"):
         load_rows(write_jsonl(tmp_path / "bad.jsonl", rows), "test")
 

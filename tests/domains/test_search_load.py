@@ -89,7 +89,8 @@ def test_import_real_installs_searchable_data(tmp_path):
         json.dumps({"id": "1", "contents": '"Brasko"\nThe Velum River flows through Brasko.'}),
         json.dumps({"id": "2", "contents": '"Orimund"\nOrimund was born in Tavia.'}),
     ])
-    weight = write_parquet(tmp_path / "w.parquet", [{"question": "where was Orimund born", "golden_answers": ["Tavia"]}])
+    weight = write_parquet(tmp_path / "w.parquet",
+                           [{"question": "where was Orimund born", "golden_answers": ["Tavia"]}])
     test = write_parquet(tmp_path / "t.parquet", [{"question": "which river flows through Brasko",
                                                    "golden_answers": ["Velum"]}])
     domain = get_domain("search_qa", str(tmp_path / "data"))

@@ -30,7 +30,8 @@ def evaluate(params: dict, domain_name: str, harness_path: str | Path, split: st
     wall = time.perf_counter() - t0
     run_dir = RUNS / run_id
     with Store(run_dir / "rollouts.duckdb") as store:
-        store.insert("runs", [{"run_id": run_id, "domain": domain_name, "condition": "eval", "params": json.dumps(params)}])
+        store.insert("runs", [{"run_id": run_id, "domain": domain_name, "condition": "eval",
+                               "params": json.dumps(params)}])
         stored = store.insert_rollouts(rollouts)
     metrics = {
         **summarize(rollouts), "domain": domain_name, "split": split, "k": k, "harness_id": hid,

@@ -67,7 +67,7 @@ def _source(run_dir: Path, hid: str) -> str:
 def _meta(store: Store) -> dict[str, dict]:
     cols = ", ".join(FIELDS)
     rows = store.query(f"SELECT {cols} FROM harnesses ORDER BY cycle, iteration, created_at, harness_id")
-    return {r[0]: dict(zip(FIELDS, r)) for r in rows}
+    return {r[0]: dict(zip(FIELDS, r, strict=False)) for r in rows}
 
 
 def _best_scores(store: Store) -> dict[str, list[tuple[str, float]]]:

@@ -20,7 +20,7 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
     for db in sorted(Path(runs_dir).glob("*/rollouts.duckdb")):
         alias = re.sub(r"\W", "_", db.parent.name)
         try:
-            _, note = read_through_snapshot(db, lambda p: con.execute(f"ATTACH '{p}' AS \"{alias}\" (READ_ONLY)"))
+            _, note = read_through_snapshot(db, lambda p, a=alias: con.execute(f"ATTACH '{p}' AS \"{a}\" (READ_ONLY)"))
         except duckdb.IOException as e:  # a running job holds the file's only lock, no snapshot yet
             print(f"whale sql: skipped {db.parent.name} (in use by a running job that has not published "
                   f"a snapshot yet: {str(e).splitlines()[0]})", file=sys.stderr)

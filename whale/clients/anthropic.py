@@ -7,8 +7,8 @@ capped) is ours and tested against a loopback server.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import anthropic
 

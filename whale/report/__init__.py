@@ -15,9 +15,9 @@ import json
 import re
 from pathlib import Path
 
+from whale.files import write_atomic
 from whale.report import analysis as ra
 from whale.report import plots as rp
-from whale.files import write_atomic
 from whale.report.data import RunData, load_runs
 from whale.report.html import render
 
@@ -103,9 +103,10 @@ def curves_csv(domains: list[dict]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CURVE_COLUMNS)
     for d in domains:
-        for s, row in ((s, row) for s in d.get("series", []) for row in s["evals"].to_dict("records")):
-            w.writerow([d["domain"], s["condition"], row["run_id"], row["cycle"], row["phase"],
-                        int(row["cumulative_rollouts"]), row["mean_at_k"]])
+        for series in d.get("series", []):
+            for row in series["evals"].to_dict("records"):
+                w.writerow([d["domain"], series["condition"], row["run_id"], row["cycle"], row["phase"],
+                            int(row["cumulative_rollouts"]), row["mean_at_k"]])
     return buf.getvalue()
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import difflib
 import shlex
 
-from whale.train.checkpoint import checkpoint_dir
 from whale.report.data import RunData
+from whale.train.checkpoint import checkpoint_dir
 
 RULES = """\
 Rules used on this page:

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from whale.train.checkpoint import META_FILE
 from whale.store import read_through_snapshot
+from whale.train.checkpoint import META_FILE
 
 PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}
 
@@ -114,7 +114,8 @@ def _run(run_dir: Path, row: dict, frames: dict[str, pd.DataFrame]) -> RunData:
     return RunData(
         run_id=rid, domain=row["domain"], condition=row["condition"], dir=run_dir, params=params,
         evals=evals, phases=mine("phases"), harnesses=frames["harnesses"], scores=mine("scores"),
-        proposer=mine("proposer"), rollouts_by_phase=dict(zip(counts["phase"], counts["rollouts"].astype(int))),
+        proposer=mine("proposer"),
+        rollouts_by_phase=dict(zip(counts["phase"], counts["rollouts"].astype(int), strict=True)),
         measured=frames["measured"], checkpoints=_checkpoints(run_dir / "checkpoints"))
 
 

@@ -78,7 +78,8 @@ def _domain(d: dict) -> str:
                   [[r["label"], r["run_id"], *(r["by_phase"].get(p, 0) for p in ("weight", "harness", "eval")),
                     sum(r["by_phase"].values())] for r in d["rollouts"]])]
     out += ["<h3>Harness proposer cost</h3>", image(d["images"]["proposer"], f"{d['domain']} proposer cost"),
-            table(["condition", "run", "proposer", "calls", "input tokens", "output tokens", "cost (USD)", "fallbacks"],
+            table(["condition", "run", "proposer", "calls", "input tokens", "output tokens", "cost (USD)",
+                   "fallbacks"],
                   [[r["label"], r["run_id"], r["proposers"], r["calls"], r["input_tokens"], r["output_tokens"],
                     r["cost_usd"], r["fallbacks"]] for r in d["proposer"]])]
     out += _lineages(d)

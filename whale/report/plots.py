@@ -89,7 +89,7 @@ def plot_rollouts(domain: str, rows: list[dict], path: Path) -> Path:
     for phase, c in (("weight", "#1f77b4"), ("harness", "#ff7f0e"), ("eval", "#7f7f7f")):
         vals = [r["by_phase"].get(phase, 0) for r in rows]
         ax.bar(range(len(rows)), vals, bottom=bottom, color=c, label=phase)
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=False)]
     ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=15, fontsize=8)
     ax.set(ylabel="rollouts", title=f"{domain}: rollouts by phase")
     ax.grid(axis="y", alpha=0.3)

@@ -15,9 +15,9 @@ from tqdm import tqdm
 
 from harnesses.contract import Call, Finish, Prompt, from_wire
 from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
+from whale.ids import harness_id, rollout_seed
 from whale.rollout.backends.base import Backend, GenRequest, Sampling
 from whale.rollout.chat import ChatFormat
-from whale.ids import harness_id, rollout_seed
 from whale.types import Example, Rollout, RolloutContext
 
 
@@ -92,7 +92,7 @@ class Engine:
         for ep in episodes:
             ep.env = self.domain.environment(ep.example)
         starts = sandbox.calls([(i, "start", ep.env.reset()) for i, ep in enumerate(episodes)])
-        for ep, (ok, payload) in zip(episodes, starts):
+        for ep, (ok, payload) in zip(episodes, starts, strict=True):
             if ok:
                 ep.max_turns, ep.token_budget = payload.pop("max_turns"), payload.pop("token_budget")
             self._apply(ep, ok, payload, first=True)
@@ -106,11 +106,11 @@ class Engine:
             self._generate([episodes[i] for i in live])
             acts = sandbox.calls([(i, "act", episodes[i].messages[-1]["content"]) for i in live if episodes[i].live])
             observe = []
-            for i, (ok, payload) in zip([i for i in live if episodes[i].live], acts):
+            for i, (ok, payload) in zip([i for i in live if episodes[i].live], acts, strict=True):
                 obs = self._apply(episodes[i], ok, payload)
                 if obs is not None:
                     observe.append((i, "observe", obs))
-            for (i, _, _), (ok, payload) in zip(observe, sandbox.calls(observe)):
+            for (i, _, _), (ok, payload) in zip(observe, sandbox.calls(observe), strict=True):
                 self._apply(episodes[i], ok, payload)
 
     def _generate(self, eps: list[Episode]) -> None:
@@ -121,7 +121,7 @@ class Engine:
             if p.choices:  # a choice must fit whole, whatever the harness asked for
                 limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
             requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices))
-        for ep, res in zip(eps, self.backend.generate(requests, self.sampling)):
+        for ep, res in zip(eps, self.backend.generate(requests, self.sampling), strict=True):
             ep.extend(res.ids, generated=True)
             ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + self.chat.text(res.ids)})
             ep.extend(self.chat.turn_end(res.ids), generated=False)

@@ -53,7 +53,7 @@ class Batcher:
     def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[tuple]:
         """(GenResult, weights id that produced it) per request, once generated."""
         futures = [Future() for _ in requests]
-        for req, fut in zip(requests, futures):
+        for req, fut in zip(requests, futures, strict=False):
             self.jobs.put((req, sampling, fut))
         return [f.result() for f in futures]
 
@@ -91,7 +91,7 @@ class Batcher:
                         for j in group:
                             j[2].set_exception(e)
                         continue
-                    for j, res in zip(group, results):
+                    for j, res in zip(group, results, strict=False):
                         j[2].set_result((res, self.backend.weights_id))
 
 
@@ -134,9 +134,10 @@ class WhaleServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        return "http://%s:%d/v1" % self.server_address[:2]
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/v1"
 
-    def start(self) -> "WhaleServer":
+    def start(self) -> WhaleServer:
         """Serve from a background thread (tests, benchmarks)."""
         threading.Thread(target=self.serve_forever, name="whale-serve", daemon=True).start()
         return self
@@ -211,10 +212,11 @@ class WhaleServer(ThreadingHTTPServer):
         done = self.batcher.submit(requests, _sampling(body))
         keep_stop = body.get("include_stop_str_in_output", False)
         choices_out = [self._choice(i, req, res, keep_stop, body.get("return_token_ids"), shape)
-                       for i, (req, (res, _)) in enumerate(zip(requests, done))]
+                       for i, (req, (res, _)) in enumerate(zip(requests, done, strict=False))]
         produced = sum(len(res.ids) for res, _ in done)
         consumed = sum(len(r.ids) for r in requests[::n])
-        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()), "model": self.model_name,
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
+                "model": self.model_name,
                 "choices": choices_out, "weights_id": done[0][1],
                 "usage": {"prompt_tokens": consumed, "completion_tokens": produced,
                           "total_tokens": consumed + produced}}

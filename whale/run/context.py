@@ -12,13 +12,13 @@ from pathlib import Path
 
 from domains import get_domain
 from harnesses.archive import Archive
-from whale.train.checkpoint import latest_checkpoint
 from harnesses.sandbox import Limits
 from whale.model import EMBEDDED, export_model, model_weights_id
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
 from whale.store import Store
+from whale.train.checkpoint import latest_checkpoint
 
 SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 

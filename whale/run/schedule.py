@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from whale.train.rsft import steps_for_epochs
 from whale.store import Store
+from whale.train.rsft import steps_for_epochs
 
 
 @dataclass

@@ -98,7 +98,8 @@ def read_through_snapshot(db: str | Path, open_: Callable[[Path], T]) -> tuple[T
         if "lock" not in str(e).lower() or not snap.exists():
             raise
     at = datetime.fromtimestamp(snap.stat().st_mtime)
-    return open_(snap), f"{db.parent.name} is being written by a running job: read its snapshot of {at:%Y-%m-%d %H:%M:%S}"
+    note = f"{db.parent.name} is being written by a running job: read its snapshot of {at:%Y-%m-%d %H:%M:%S}"
+    return open_(snap), note
 
 
 class Store:
@@ -187,7 +188,7 @@ class Store:
         names = [d[0] for d in cur.description]
         out = []
         for row in cur.fetchall():
-            r = dict(zip(names, row))
+            r = dict(zip(names, row, strict=True))
             r["verdict"], r["messages"] = json.loads(r["verdict"]), json.loads(r["messages"])
             out.append(Rollout(**r))
         return out

@@ -90,7 +90,8 @@ def _trainer_state(trainer) -> dict:
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "data_order": trainer.generator.get_state(),
     }
-    return {"optimizer": trainer.trainer.optimizer.state_dict(), "scheduler": trainer.trainer.lr_scheduler.state_dict(),
+    return {"optimizer": trainer.trainer.optimizer.state_dict(),
+            "scheduler": trainer.trainer.lr_scheduler.state_dict(),
             "global_step": trainer.global_step, "rng": rng}
 
 

@@ -98,7 +98,7 @@ def rollout_row(rollout: Rollout, max_seq_len: int) -> tuple[dict, bool]:
         raise ValueError(f"{where}: mask values must be 0 or 1")
     truncated = len(ids) > max_seq_len
     ids, mask = ids[:max_seq_len], mask[:max_seq_len]
-    labels = [t if m == 1 else IGNORE for t, m in zip(ids, mask)]
+    labels = [t if m == 1 else IGNORE for t, m in zip(ids, mask, strict=True)]
     return {"input_ids": ids, "labels": labels}, truncated
 
 

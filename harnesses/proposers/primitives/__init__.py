@@ -9,7 +9,11 @@ from __future__ import annotations
 import importlib
 
 from harnesses.proposers.primitives.common import (
-    COMMON, FAILURES, DomainInfo, Edit, Primitive,
+    COMMON,
+    FAILURES,
+    DomainInfo,
+    Edit,
+    Primitive,
 )
 from harnesses.proposers.primitives.edit import NotApplicable, applied_tags
 

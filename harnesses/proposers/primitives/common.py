@@ -7,13 +7,19 @@ use) and their own primitives; ``harnesses.proposers.primitives.library`` puts t
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from string import Template
-from typing import Callable
 
 from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET
 from harnesses.proposers.primitives.edit import (
-    NotApplicable, add_layer, append_sentence, class_constant, quote, raw, set_class_constant,
+    NotApplicable,
+    add_layer,
+    append_sentence,
+    class_constant,
+    quote,
+    raw,
+    set_class_constant,
 )
 
 # The failure kinds a failure profile measures (rates over the incumbent's rollouts).
@@ -55,7 +61,7 @@ class Primitive:
     hypothesis: str
     addresses: tuple[str, ...]
     prior: float
-    edit: Callable[[str, DomainInfo, "Primitive"], Edit]
+    edit: Callable[[str, DomainInfo, Primitive], Edit]
     prompt_only: bool = False
 
     def apply(self, source: str, info: DomainInfo) -> Edit:

@@ -34,7 +34,7 @@ def literal_args(source: str, key: str) -> set:
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Dict):
-            for k, v in zip(node.keys, node.values):
+            for k, v in zip(node.keys, node.values, strict=False):
                 if isinstance(k, ast.Constant) and k.value == key and isinstance(v, ast.Constant):
                     found.add(v.value)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):

@@ -15,7 +15,7 @@ class Sampling:
     top_k: int = 0
 
     @classmethod
-    def from_params(cls, params: dict) -> "Sampling":
+    def from_params(cls, params: dict) -> Sampling:
         return cls(**params["sampling"])
 
 

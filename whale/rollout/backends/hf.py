@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling, stop_hit
 from whale.model import load_model, weights_id
+from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling, stop_hit
 
 STOP_WINDOW = 24  # tokens decoded from the tail when looking for stop strings
 # Finished rows leave the batch (a copy of the whole cache) only once the live rows are down to
@@ -100,7 +100,7 @@ class TransformersBackend(Backend):
         out: list[GenResult | None] = [None] * len(requests)
         for start in range(0, len(order), self.max_batch):
             chunk = order[start:start + self.max_batch]
-            for i, res in zip(chunk, self._batch([requests[i] for i in chunk], sampling)):
+            for i, res in zip(chunk, self._batch([requests[i] for i in chunk], sampling), strict=False):
                 out[i] = res
         if was_training:
             self.model.train()
@@ -132,7 +132,7 @@ class TransformersBackend(Backend):
             nxt = self._sample(logits[active], sampling, [gens[rows[r]] for r in active],
                                [constraints[rows[r]] for r in active], [generated[rows[r]] for r in active])
             feed = [self.pad_id] * len(rows)  # a finished row decodes padding until the next compaction
-            for r, tok in zip(active, nxt):
+            for r, tok in zip(active, nxt, strict=False):
                 i = rows[r]
                 generated[i].append(tok)
                 feed[r] = tok
@@ -167,7 +167,7 @@ class TransformersBackend(Backend):
         """One token per row, sampled in one batched pass (top-k, top-p, temperature) then an
         inverse-CDF draw with each row's own generator, so a row's tokens do not depend on its
         batch neighbours' random draws."""
-        for row, (constraint, gen) in enumerate(zip(constraints, generated)):
+        for row, (constraint, gen) in enumerate(zip(constraints, generated, strict=False)):
             if constraint is not None:
                 allowed = torch.tensor(constraint.allowed(gen))
                 keep = logits[row, allowed]

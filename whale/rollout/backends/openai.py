@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 from whale.model import weights_id as local_weights_id
+from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 
 WEIGHTS_HEADER = "x-whale-weights-id"
 
