@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harnesses.contract import Call
 from whale.files import write_atomic
-from whale.types import SPLITS, Example, Verdict
+from whale.types import Example, Verdict, check_splits
 
 
 @dataclass
@@ -45,8 +45,7 @@ class Domain:
 
     def examples(self, split: str) -> list[Example]:
         """The split written by this domain's generator (``data/<domain>/<split>.jsonl``)."""
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; splits are {SPLITS}")
+        check_splits(split)
         path = self.data_dir / f"{split}.jsonl"
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run `whale prepare --domain {self.name}`")
@@ -107,9 +106,7 @@ def jsonl_rows(path: str | Path):
 
 def check_sizes(sizes: dict[str, int]) -> None:
     """Split sizes must name known splits and be non-negative ints."""
-    unknown = set(sizes) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
+    check_splits(*sizes)
     for split, n in sizes.items():
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"size of split {split!r} must be a non-negative int, got {n!r}")

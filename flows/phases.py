@@ -7,11 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tasks import log
-from tasks.evaluate import spent_rollouts
-from tasks.harness import evaluate_harness, propose_harnesses, recheck_harnesses, select_harness, validate_candidate
+from tasks.harness import (
+    evaluate_harness,
+    propose_harnesses,
+    recheck_harnesses,
+    select_harness,
+    validate_candidate,
+)
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.run.context import Run
-from whale.run.schedule import Decision, harness_patience, weight_patience
+from whale.run.schedule import Decision, HarnessRule, WeightRule, budget_decision
 from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 
 
@@ -24,9 +29,9 @@ class PhaseEnd:
 
 
 def completed(run: Run, cycle: int, phase: str) -> PhaseEnd | None:
-    row = run.store.query("SELECT harness_id, weights_id, last_step, reason FROM phases "
-                          "WHERE run_id = ? AND cycle = ? AND phase = ?", [run.run_id, cycle, phase])
-    return PhaseEnd(*row[0]) if row else None
+    row = run.store.row("SELECT harness_id, weights_id, last_step, reason FROM phases "
+                        "WHERE run_id = ? AND cycle = ? AND phase = ?", [run.run_id, cycle, phase])
+    return PhaseEnd(**row) if row else None
 
 
 def record(run: Run, cycle: int, phase: str, first: int, end: PhaseEnd) -> PhaseEnd:
@@ -38,40 +43,37 @@ def record(run: Run, cycle: int, phase: str, first: int, end: PhaseEnd) -> Phase
 
 
 def over_budget(run: Run, cost: int) -> Decision:
-    cap = run.params["schedule"].get("max_rollouts", 0)
-    if cap and spent_rollouts(run) + cost > cap:
-        return Decision(True, f"budget: {cap} rollouts")
-    return Decision(False)
+    return budget_decision(run.settings, run.store.spent_rollouts(run.run_id), cost)
 
 
 def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_steps: int,
-                 adaptive: dict | None = None, checkpoint_every: int | None = None) -> PhaseEnd:
-    """Online RSFT from ``first_step`` for at most ``max_steps`` steps (fewer under ``adaptive``)."""
+                 rule: WeightRule | None = None, checkpoint_every: int | None = None) -> PhaseEnd:
+    """Online RSFT from ``first_step`` for at most ``max_steps`` steps (fewer under an adaptive ``rule``)."""
     done = completed(run, cycle, "weight")
     if done:
         return done
-    rsft = run.params["rsft"]
+    rsft = run.settings.rsft
     trainer = run.ensure_trainer()
     ckpt = latest_checkpoint(run.ckpt_root)
     step = max(first_step, int(ckpt.name.split("-")[1]) if ckpt else 0)
-    every = checkpoint_every if checkpoint_every is not None else rsft["checkpoint_every"]
+    every = checkpoint_every if checkpoint_every is not None else rsft.checkpoint_every
     reason = f"fixed length: {max_steps} steps"
     while step < first_step + max_steps:
-        budget = over_budget(run, rsft["prompt_batch"] * rsft["k"])
+        budget = over_budget(run, rsft.prompt_batch * rsft.k)
         if budget.stop:
             reason = budget.reason
             break
         rollouts = sample_rollouts(run, cycle, step, harness_id)
-        accepted = filter_by_verifier(rollouts, rsft["threshold"])
-        row = sft_step(run, cycle, step, rollouts, accepted)
-        loss = "skipped (nothing accepted)" if row["skipped"] else f"loss {row['loss']:.3f}"
-        log(f"RSFT step {step}: train reward {row['reward_mean']:.3f}, "
-            f"accepted {row['accepted']}/{row['total']}, {loss}")
+        accepted = filter_by_verifier(rollouts, rsft.threshold)
+        stats = sft_step(run, cycle, step, rollouts, accepted)
+        loss = "skipped (nothing accepted)" if stats.skipped else f"loss {stats.loss:.3f}"
+        reward = sum(r.reward for r in rollouts) / max(len(rollouts), 1)
+        log(f"RSFT step {step}: train reward {reward:.3f}, accepted {len(accepted)}/{len(rollouts)}, {loss}")
         step += 1
         if every and step % every == 0 and step < first_step + max_steps:
             save_checkpoint(trainer, checkpoint_dir(run.ckpt_root, step))
-        if adaptive:
-            d = weight_patience(run.store, run.run_id, first_step, step - 1, **adaptive)
+        if rule:
+            d = rule.decide(run.store, run.run_id, first_step, step - 1)
             if d.stop:
                 reason = d.reason
                 break
@@ -81,21 +83,22 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_ste
 
 
 def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = None,
-                  adaptive: dict | None = None, prompt_only: bool = False) -> PhaseEnd:
+                  rule: HarnessRule | None = None) -> PhaseEnd:
     """Iteration 1 re-evaluates ``incoming`` under the current weights; then proposer iterations.
     The accepted harness is the phase's best (incoming included); written only at the end."""
     done = completed(run, cycle, "harness")
     if done:
         return done
     evaluate_harness(run, cycle, 1, incoming)
-    it, M = 1, run.params["harness_search"]["M"]
+    search, prompt_only = run.settings.harness_search, run.condition.prompt_only
     n_harness = len(run.domain.examples("harness"))
+    it = 1
     while True:
-        if adaptive:
-            d = harness_patience(run.store, run.run_id, cycle, run.weights_id, it, **adaptive)
+        if rule:
+            d = rule.decide(run.store, run.run_id, cycle, run.weights_id, it)
         else:
             d = Decision(it >= iterations, f"fixed length: {iterations} iterations")
-        d = d if d.stop else over_budget(run, M * n_harness)
+        d = d if d.stop else over_budget(run, search.M * n_harness)
         if d.stop:
             reason = d.reason
             break
@@ -104,9 +107,8 @@ def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = 
         for hid in propose_harnesses(run, cycle, it, best, prompt_only):
             if validate_candidate(run, hid, best, prompt_only):
                 evaluate_harness(run, cycle, it, hid, smoke=True)
-    search = run.params["harness_search"]
-    if search["recheck_top"]:
-        recheck_harnesses(run, cycle, search["recheck_top"], search["recheck_samples"])
+    if search.recheck_top:
+        recheck_harnesses(run, cycle, search.recheck_top, search.recheck_samples)
     best = select_harness(run, cycle)
     log(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})")
     return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason))

@@ -7,6 +7,7 @@ of a run, so a proposer sees every earlier hypothesis, not just this phase's.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from whale.files import write_atomic
@@ -14,6 +15,18 @@ from whale.ids import harness_id
 from whale.store import Store
 
 STATUSES = ("ok", "invalid", "error", "pending")
+
+
+def first_parents(hid: str, parents: Mapping[str, Sequence[str] | None]) -> list[str]:
+    """``hid`` and its ancestors through first parents, newest first (``parents`` maps an id to its
+    parents; an id it does not know ends the chain)."""
+    chain: list[str] = []
+    while hid and hid not in chain:
+        chain.append(hid)
+        found = parents.get(hid)
+        found = [] if found is None else list(found)  # a list, a tuple or an array (pandas rows)
+        hid = found[0] if found else None
+    return chain
 
 
 class Archive:
@@ -48,18 +61,8 @@ class Archive:
     def set_status(self, hid: str, status: str, error: str | None = None) -> None:
         if status not in STATUSES:
             raise ValueError(f"unknown harness status {status!r}")
-        self.store.con.execute("UPDATE harnesses SET status = ?, error = ? WHERE harness_id = ?", [status, error, hid])
+        self.store.execute("UPDATE harnesses SET status = ?, error = ? WHERE harness_id = ?", [status, error, hid])
 
     def status(self, hid: str) -> tuple[str, str | None] | None:
         row = self.store.query("SELECT status, error FROM harnesses WHERE harness_id = ?", [hid])
         return row[0] if row else None
-
-    def lineage(self, hid: str) -> list[str]:
-        """``hid`` and its ancestors through first parents, newest first."""
-        chain, seen = [], set()
-        while hid and hid not in seen:
-            chain.append(hid)
-            seen.add(hid)
-            row = self.store.query("SELECT parents FROM harnesses WHERE harness_id = ?", [hid])
-            hid = row[0][0][0] if row and row[0][0] else None
-        return chain

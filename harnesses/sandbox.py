@@ -37,10 +37,6 @@ class Limits:
     hook_timeout_s: float = 10.0
     output_kb: int = 4096
 
-    @classmethod
-    def from_params(cls, params: dict) -> Limits:
-        return cls(**params["sandbox"])
-
 
 class SandboxError(RuntimeError):
     """The harness as a whole cannot run (bad source, crash, hang, limit exceeded)."""

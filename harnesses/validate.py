@@ -13,7 +13,9 @@ from harnesses.sandbox import HarnessSandbox, Limits, SandboxError, static_viola
 _PLACEHOLDER = "\u2063"
 
 
-def _mask_strings(source: str) -> str:
+def masked(source: str) -> str:
+    """The syntax tree with all prompt text blanked (string constants and f-string text parts):
+    two sources are the same code when their masks are equal."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -25,7 +27,7 @@ def _mask_strings(source: str) -> str:
 
 def prompt_only_violation(candidate: str, incumbent: str) -> str | None:
     """None when ``candidate`` equals ``incumbent`` up to string literals (prompt text)."""
-    if _mask_strings(candidate) != _mask_strings(incumbent):
+    if masked(candidate) != masked(incumbent):
         return "prompt-only mode: the candidate changes code, not only prompt text"
     return None
 

@@ -11,8 +11,8 @@ from harnesses.validate import check_candidate, smoke_error
 from tasks import log
 from whale.files import write_json
 from whale.rollout.metrics import summarize
-from whale.run.context import Run
-from whale.types import RolloutContext
+from whale.run.context import Run, sandbox_limits
+from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,12 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_proposers(run: Run):
     from harnesses.proposers.offline import OfflineProposer
 
-    offline = OfflineProposer(seed=run.params["seed"])
-    if resolve_proposer(run.params["harness_search"]["proposer"]) == "offline":
+    search = run.settings.harness_search
+    offline = OfflineProposer(seed=run.settings.seed)
+    if resolve_proposer(search.proposer) == "offline":
         return offline, None
     from harnesses.proposers.claude import ClaudeProposer
 
-    return ClaudeProposer(**run.params["harness_search"]["claude"]), offline
+    return ClaudeProposer(**search.claude.model_dump()), offline
 
 
 @task(cache_policy=NONE, task_run_name="propose_harnesses-c{cycle}-i{iteration}")
@@ -34,16 +35,16 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
 
     Resume: an iteration whose candidates are already archived is not proposed again.
     """
-    known = run.store.query("SELECT harness_id FROM harnesses WHERE cycle = ? AND iteration = ? AND origin <> 'seed' "
-                            "ORDER BY created_at, harness_id", [cycle, iteration])
+    known = run.store.query("SELECT harness_id FROM harnesses WHERE cycle = ? AND iteration = ? "
+                            "AND origin <> 'seed' ORDER BY created_at, harness_id", [cycle, iteration])
     if known:
         return [h for (h,) in known]
     ctx = ProposerContext(
         run_id=run.run_id, domain=run.domain_name, cycle=cycle, iteration=iteration,
-        M=run.params["harness_search"]["M"], seed=run.params["seed"], incumbent_id=incumbent,
+        M=run.settings.harness_search.M, seed=run.settings.seed, incumbent_id=incumbent,
         archive_dir=run.archive.dir, store_path=run.store.path,
         notes_path=ROOT / "domains" / run.domain_name / "notes.md",
-        contract_path=ROOT / "harnesses" / "contract.py", prompt_only=prompt_only, store_con=run.store.con,
+        contract_path=ROOT / "harnesses" / "contract.py", prompt_only=prompt_only, store=run.store,
     )
     primary, fallback = make_proposers(run)
     proposal = propose_with_fallback(primary, fallback, ctx) if fallback else primary.propose(ctx)
@@ -67,9 +68,7 @@ def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: b
     status = run.archive.status(harness_id)
     if status[0] != "pending":
         return status[0] == "ok"
-    from harnesses.sandbox import Limits
-
-    reason = check_candidate(run.archive.source(harness_id), Limits.from_params(run.params),
+    reason = check_candidate(run.archive.source(harness_id), sandbox_limits(run.settings),
                              run.archive.source(incumbent), prompt_only)
     if reason:
         run.archive.set_status(harness_id, "invalid", reason)
@@ -83,16 +82,15 @@ def evaluate_harness(run: Run, cycle: int, iteration: int, harness_id: str, smok
     With ``smoke`` the first ``smoke_examples`` run first and any error marks the candidate
     `error` before the rest of the budget is spent. Returns None for a broken candidate.
     """
-    wid = run.weights_id
-    row = run.store.query("SELECT mean_reward, mean_turns, n FROM scores WHERE run_id = ? AND harness_id = ? "
-                          "AND weights_id = ? AND cycle = ? AND iteration = ? AND split = 'harness'",
-                          [run.run_id, harness_id, wid, cycle, iteration])
+    row = run.store.row("SELECT harness_id, mean_reward, mean_turns, n FROM scores WHERE run_id = ? "
+                        "AND harness_id = ? AND weights_id = ? AND cycle = ? AND iteration = ? AND split = 'harness'",
+                        [run.run_id, harness_id, run.weights_id, cycle, iteration])
     if row:
-        return {"harness_id": harness_id, "mean_reward": row[0][0], "mean_turns": row[0][1], "n": row[0][2]}
+        return row
     if run.archive.status(harness_id)[0] == "error":
         return None
     examples = run.domain.examples("harness")
-    first = run.params["harness_search"]["smoke_examples"] if smoke else 0
+    first = run.settings.harness_search.smoke_examples if smoke else 0
     parts = [examples[:first], examples[first:]] if first else [examples]
     rollouts = []
     for part in parts:
@@ -106,12 +104,9 @@ def evaluate_harness(run: Run, cycle: int, iteration: int, harness_id: str, smok
     return _score(run, cycle, iteration, harness_id, rollouts)
 
 
-def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples, k: int, desc: str):
-    key = ("run_id = ? AND phase = 'harness' AND cycle = ? AND step = ? AND harness_id = ? AND weights_id = ? "
-           "AND list_contains(?, example_id)")
-    return run.rollouts_once(harness_id, examples, k, run.params["seed"] + 7 * step,
-                             RolloutContext(run.run_id, cycle, "harness", step), desc, key,
-                             [run.run_id, cycle, step, harness_id, run.weights_id, [e.id for e in examples]])
+def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples: list[Example], k: int, desc: str):
+    key = run.key(cycle, "harness", step, harness_id, examples, k, run.settings.seed + 7 * step)
+    return run.rollouts_once(key, examples, desc)
 
 
 def _score(run: Run, cycle: int, iteration: int, harness_id: str, rollouts) -> dict:

@@ -136,9 +136,9 @@ def test_scripted_session_collects_candidates_and_hides_the_test_split(ctx):
 
 def test_view_has_no_test_rows_and_no_token_columns(ctx):
     with Store(ctx.store_path) as store:  # the orchestrator holds the file open for writing
-        with pytest.raises(RuntimeError, match="store_con"):
+        with pytest.raises(RuntimeError, match="ProposerContext.store"):
             proposer_view(ctx)
-        ctx.store_con = store.con
+        ctx.store = store
         view = proposer_view(ctx)
         store.insert_rollouts([_rollout("harness", "c", 1.0)])  # the writer still works
     splits = view.execute("SELECT DISTINCT split FROM rollouts").fetchall()
@@ -147,7 +147,7 @@ def test_view_has_no_test_rows_and_no_token_columns(ctx):
     assert view.execute("SELECT count(*) FROM rollouts").fetchone() == (2,)  # a copy, not a window
     assert view.execute("SELECT messages->>'$[0].content' FROM rollouts LIMIT 1").fetchone() == ("secret-harness",)
     assert view.execute("SELECT split FROM scores").fetchall() == [("harness",)]
-    ctx.store_con = None
+    ctx.store = None
     closed = proposer_view(ctx)  # nobody holds the file: ATTACH read-only, copy, DETACH
     assert closed.execute("SELECT count(*) FROM rollouts").fetchone() == (3,)
     attached = "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'run_store'"

@@ -27,7 +27,8 @@ BIN = Path(sys.executable).parent
 
 
 def test_prefect_yaml_has_one_deployment_per_condition():
-    from flows.whale import CONDITIONS, whale
+    from flows.whale import whale
+    from whale.run.conditions import CONDITIONS
 
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     deployments = {d["name"]: d for d in spec["deployments"]}

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from domains import NAMES as DOMAINS
+from whale.run.conditions import CONDITIONS
+from whale.run.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: dvc and the `whale` console script
-DOMAINS = ("math_reasoning", "chess_puzzles", "search_qa")
-CONDITIONS = ("weight_only", "harness_only", "whale", "adaptive_whale", "stagewise", "prompt_only")
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "DVC_NO_ANALYTICS": "1"}
 PLOT = "test mean@k vs rollouts"
 
@@ -105,7 +107,7 @@ def test_stage_names_and_params_are_those_the_code_reads(project):
     for path in [*ROOT.glob("flows/*.py"), *ROOT.glob("tasks/*.py"), *ROOT.glob("harnesses/**/*.py"),
                  *ROOT.glob("domains/**/*.py"), *ROOT.glob("whale/**/*.py")]:
         if not {"cli", "report"} & set(path.relative_to(ROOT).parts):
-            read |= set(re.findall(r"params(?:\[|\.get\()\"(\w+)\"", path.read_text()))
+            read |= set(re.findall(r"settings\.(\w+)", path.read_text())) & set(Settings.model_fields)
     assert {"schedule", "rsft", "sampling", "seed"} <= read
     for name in runs:
         missing = [section for section in read if not any(k.split(".")[0] == section for k in keys[name])]

@@ -1,14 +1,12 @@
 """RSFT trainer: masks, loss normalisation, persistence across steps and checkpoints, epoch accounting."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from whale.model import weights_id
 from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
-from whale.train.rsft import IGNORE, RSFTConfig, RSFTTrainer, steps_for_epochs
+from whale.train.rsft import IGNORE, RSFTConfig, RSFTTrainer, rollout_row, steps_for_epochs
 from whale.types import Rollout
 
 SYSTEM = "<|im_start|>system\nYou are a careful assistant.<|im_end|>\n"
@@ -65,17 +63,24 @@ def hand_nll(model, rollouts) -> tuple[torch.Tensor, int]:
     return total, count
 
 
+def token_mean_nll(trainer, rollouts) -> float:
+    """The token-mean NLL over the mask-1 tokens under the trainer's current weights (no update)."""
+    with torch.no_grad():
+        total, count = hand_nll(trainer.model, rollouts)
+    return float(total / count)
+
+
 def test_one_step_changes_every_parameter_and_lowers_the_loss(tiny_model_dir, rollouts):
     trainer = make_trainer(tiny_model_dir)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-    loss_before = trainer.evaluate_loss(rollouts)
+    loss_before = token_mean_nll(trainer, rollouts)
     out = trainer.step(rollouts)
-    assert out["skipped"] is False and out["accepted"] == 4 and out["optimizer_steps"] == 1
-    assert out["tokens"] == sum(sum(r.mask[1:]) for r in rollouts)
-    assert sorted(out["order"]) == [0, 1, 2, 3] and trainer.global_step == 1
+    assert out.skipped is False and out.accepted == 4 and out.optimizer_steps == 1
+    assert out.tokens == sum(sum(r.mask[1:]) for r in rollouts)
+    assert sorted(out.order) == [0, 1, 2, 3] and trainer.global_step == 1
     unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(p.detach(), before[n])]
     assert unchanged == []
-    assert trainer.evaluate_loss(rollouts) < loss_before - 1e-3
+    assert token_mean_nll(trainer, rollouts) < loss_before - 1e-3
 
 
 def test_mask_is_honoured_token_by_token(tiny_model_dir, rollouts, tokenizer):
@@ -85,7 +90,7 @@ def test_mask_is_honoured_token_by_token(tiny_model_dir, rollouts, tokenizer):
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     # Both assistant turns end with a trained <|im_end|>; the glue's <|im_end|> tokens are not trained.
     assert [m for t, m in zip(r.token_ids, r.mask, strict=False) if t == im_end] == [0, 0, 1, 0, 1]
-    batch = trainer.collate([r])
+    batch = trainer.trainer.data_collator([rollout_row(r, trainer.config.max_seq_len)[0]])
     labels = batch["labels"][0].tolist()
     assert labels == [t if m == 1 else IGNORE for t, m in zip(r.token_ids, r.mask, strict=False)]
     with torch.no_grad():
@@ -116,14 +121,14 @@ def test_loss_is_total_nll_over_total_tokens_of_the_mini_batch(tiny_model_dir, r
     expected.backward()
     want = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
-    loss, tokens = trainer.accumulate(rollouts)
+    loss, tokens = trainer._accumulate([rollout_row(r, trainer.config.max_seq_len)[0] for r in rollouts])
     assert tokens == count
     assert loss == pytest.approx(value, rel=1e-5)
     for n, p in model.named_parameters():
         torch.testing.assert_close(p.grad, want[n], rtol=1e-4, atol=1e-7, msg=f"gradient of {n}")
     model.zero_grad()
     out = trainer.step(rollouts)  # shuffled order, same mini-batch: same token mean
-    assert out["optimizer_steps"] == 1 and out["loss"] == pytest.approx(value, rel=1e-5)
+    assert out.optimizer_steps == 1 and out.loss == pytest.approx(value, rel=1e-5)
 
 
 def test_optimizer_and_data_order_survive_a_checkpoint(tiny_model_dir, rollouts, tmp_path):
@@ -143,8 +148,8 @@ def test_optimizer_and_data_order_survive_a_checkpoint(tiny_model_dir, rollouts,
     other = make_trainer(tiny_model_dir, mini_batch=2, micro_batch=1, activation_checkpointing=True)
     other.load_state(ckpt)
     a, b, c = first.step(rollouts), resumed.step(rollouts), other.step(rollouts)
-    assert a["order"] == b["order"] == c["order"] and a["loss"] == pytest.approx(b["loss"], rel=1e-6)
-    assert c["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    assert a.order == b.order == c.order and a.loss == pytest.approx(b.loss, rel=1e-6)
+    assert c.loss == pytest.approx(a.loss, rel=1e-5)
     for p, q, r in zip(first.model.parameters(), resumed.model.parameters(), other.model.parameters(), strict=False):
         assert torch.allclose(p, q, atol=1e-7) and torch.allclose(p, r, atol=1e-6)
     # A trainer that did not load the state would shuffle and update differently.
@@ -158,7 +163,7 @@ def test_empty_step_is_skipped(tiny_model_dir):
     trainer = make_trainer(tiny_model_dir)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     out = trainer.step([])
-    assert out["skipped"] is True and out["optimizer_steps"] == 0 and out["loss"] is None
+    assert out.skipped is True and out.optimizer_steps == 0 and out.loss is None
     assert trainer.global_step == 0
     assert all(torch.equal(p, q) for p, q in zip(trainer.model.parameters(), before, strict=False))
 
@@ -193,11 +198,7 @@ def test_steps_for_epochs_rounds_half_up():
         steps_for_epochs(1.0, 3, 4)
 
 
-def test_config_from_params():
-    from whale.run.settings import load_params
-
-    config = RSFTConfig.from_params(load_params(Path(__file__).resolve().parents[1] / "params.yaml"))
-    assert (config.mini_batch, config.micro_batch, config.lr, config.dtype) == (16, 4, 1e-5, "float32")
+def test_config_refuses_bad_batches():
     with pytest.raises(ValueError):
         RSFTConfig(mini_batch=2, micro_batch=4)
 
@@ -205,8 +206,8 @@ def test_config_from_params():
 @pytest.mark.slow
 def test_two_real_steps_on_smollm(smollm_dir, rollouts, tmp_path):
     trainer = RSFTTrainer(smollm_dir, RSFTConfig(lr=1e-4, mini_batch=4, micro_batch=2, seed=0))
-    loss_before = trainer.evaluate_loss(rollouts)
+    loss_before = token_mean_nll(trainer, rollouts)
     outs = [trainer.step(rollouts) for _ in range(2)]
-    assert [o["optimizer_steps"] for o in outs] == [1, 1]
-    assert trainer.evaluate_loss(rollouts) < loss_before
+    assert [o.optimizer_steps for o in outs] == [1, 1]
+    assert token_mean_nll(trainer, rollouts) < loss_before
     assert save_checkpoint(trainer, checkpoint_dir(tmp_path, 2)) != weights_id(smollm_dir)

@@ -1,7 +1,9 @@
 """The DuckDB store: idempotent inserts, round trips, and stores written by an older schema."""
 import duckdb
+import pytest
 
 from whale.store import SCHEMA, Store
+from whale.store.keys import RolloutKey
 from whale.types import Rollout
 
 
@@ -16,9 +18,31 @@ def test_rollouts_round_trip_and_duplicates_are_ignored(tmp_path):
     with Store(tmp_path / "s.duckdb") as store:
         assert store.insert_rollouts([_rollout(0), _rollout(1)]) == 2
         assert store.insert_rollouts([_rollout(1), _rollout(2)]) == 1
-        back = store.load_rollouts("run_id = ?", ["r"])
+        back = store.stored_rollouts(_key(("e2", "e0", "e1")))
     assert [r.example_id for r in back] == ["e0", "e1", "e2"]
     assert back[0] == _rollout(0)
+
+
+def _key(examples, k=1, cycle=1, step=1, weights="w", any_boundary=False) -> RolloutKey:
+    return RolloutKey("r", cycle, "harness", step, "h", weights, tuple(examples), k, 0, any_boundary)
+
+
+def test_a_key_reads_back_only_its_complete_batch(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        store.insert_rollouts([_rollout(0), _rollout(1)])
+        assert store.stored_rollouts(_key(["e0", "e1", "e2"])) is None  # e2 missing: roll the batch out
+        assert store.stored_rollouts(_key(["e0", "e1"], k=2)) is None  # one sample each, two asked for
+        assert store.stored_rollouts(_key(["e0"], weights="w2")) is None  # other weights
+        assert store.stored_rollouts(_key(["e0"], step=2)) is None  # another iteration
+        assert [r.example_id for r in store.stored_rollouts(_key(["e1"]))] == ["e1"]
+        # a test evaluation reads back the same (harness, weights) from any earlier boundary
+        assert store.stored_rollouts(_key(["e0"], cycle=3, step=5)) is None
+        assert len(store.stored_rollouts(_key(["e0"], cycle=3, step=5, any_boundary=True))) == 1
+
+
+def test_a_key_names_a_known_phase():
+    with pytest.raises(ValueError, match="unknown phase 'train'"):
+        RolloutKey("r", 1, "train", 0, "h", "w", ("e0",), 1, 0)
 
 
 def test_a_store_from_before_tool_calls_gains_the_column(tmp_path):

@@ -8,6 +8,13 @@ PHASES = ("weight", "harness", "eval")
 STOP_REASONS = ("answered", "turn_cap", "truncated", "error")
 
 
+def check_splits(*names: str) -> None:
+    """Refuse a split name that is not one of ``SPLITS`` (a typo would otherwise read nothing)."""
+    unknown = sorted(set(names) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"unknown split(s) {', '.join(map(repr, unknown))}; splits are {', '.join(SPLITS)}")
+
+
 @dataclass(frozen=True)
 class Example:
     """One problem. ``public`` is what the environment may show; ``gold`` never leaves trusted code."""

@@ -8,7 +8,7 @@ from domains.chess_puzzles import generate as _generate
 from domains.chess_puzzles.environment import ChessEnvironment
 from domains.chess_puzzles.load import load_lichess_csv
 from domains.chess_puzzles.verify import verify as _verify
-from whale.types import SPLITS, Example, Verdict
+from whale.types import Example, Verdict, check_splits
 
 __all__ = ["ChessDomain", "ChessEnvironment", "load_lichess_csv", "make_domain"]
 
@@ -32,9 +32,7 @@ class ChessDomain(Domain):
         A puzzle whose start position (board + side to move) was already taken is dropped: by a
         held-out split from the others (test beats harness beats weight), or by an earlier row.
         """
-        unknown = set(files) - set(SPLITS)
-        if unknown:
-            raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
+        check_splits(*files)
         seen: set[str] = set()
         counts = {}
         for split in _generate.DRAW_ORDER:

@@ -8,7 +8,7 @@ from domains.math_reasoning import generate as _generate
 from domains.math_reasoning.environment import MathEnvironment, ToolLimits
 from domains.math_reasoning.load import load_rows
 from domains.math_reasoning.verify import verify as _verify
-from whale.types import SPLITS, Example, Verdict
+from whale.types import Example, Verdict, check_splits
 
 __all__ = ["MathDomain", "MathEnvironment", "ToolLimits", "load_rows", "make_domain"]
 
@@ -29,9 +29,7 @@ class MathDomain(Domain):
         A problem found in a held-out split is dropped from the others (test beats harness beats
         weight), since the published pools overlap (the reference drew D_harness from D_weight).
         """
-        unknown = set(files) - set(SPLITS)
-        if unknown:
-            raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
+        check_splits(*files)
         loaded = {split: load_rows(files[split], split) for split in _generate.DRAW_ORDER if split in files}
         seen: set[str] = set()
         counts = {}

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from domains.base import jsonl_rows
-from whale.types import SPLITS, Example
+from whale.types import Example, check_splits
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DAPO_HEAD = re.compile(r"^\s*Solve the following math problem[^\n]*Answer:[^\n]*\n\s*", re.I)
@@ -27,8 +27,7 @@ _DAPO_TAIL = re.compile(r"\s*Remember to put your answer on its own line after \
 
 def load_rows(path: str | Path, split: str, dedupe: bool = True) -> list[Example]:
     """Examples of ``split`` from a ``.parquet`` or ``.jsonl`` file of math problems."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; splits are {SPLITS}")
+    check_splits(split)
     path = Path(path)
     out, seen = [], set()
     for where, row in _rows(path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+from domains.base import check_sizes
 from domains.search_qa.passages import world_passages
 from domains.search_qa.questions import pick_questions
 from domains.search_qa.world import NameMaker, build_world
@@ -21,9 +22,7 @@ TWO_HOP_SHARE = 0.5
 
 def build_encyclopaedia(sizes: dict[str, int], seed: int, two_hop_share: float = TWO_HOP_SHARE):
     """``(corpus, splits)``: corpus rows ``{"id", "contents": "title\\ntext"}`` and Examples per split."""
-    bad = [s for s in sizes if s not in SPLITS]
-    if bad or any(not isinstance(n, int) or n < 0 for n in sizes.values()):
-        raise ValueError(f"sizes must map splits {SPLITS} to counts >= 0, got {sizes!r}")
+    check_sizes(sizes)
     used_words: set[str] = set()
     passages, questions = [], {}
     for group in GROUP_ORDER:

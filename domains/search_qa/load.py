@@ -13,7 +13,7 @@ from pathlib import Path
 
 from domains.base import jsonl_rows, write_examples
 from whale.files import write_atomic
-from whale.types import SPLITS, Example
+from whale.types import Example, check_splits
 
 # Search-R1's multi-hop benchmarks; every other source is counted as single-hop.
 MULTI_HOP_SOURCES = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
@@ -55,8 +55,7 @@ def load_questions(path: str | Path, split: str) -> list[Example]:
     """Examples of ``split`` from a Search-R1 style parquet file."""
     import pyarrow.parquet as pq
 
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; splits are {SPLITS}")
+    check_splits(split)
     path = Path(path)
     out, seen = [], set()
     for i, row in enumerate(pq.read_table(path).to_pylist()):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import duckdb
+
+from whale.store import Store
 
 # The axes a candidate's single mechanism may change (one axis per candidate).
 AXES = ("prompt", "observation", "parsing", "retries", "budgets", "tool_args")
@@ -53,9 +55,9 @@ class ProposerContext:
     notes_path: Path  # domains/<domain>/notes.md
     contract_path: Path  # harnesses/contract.py (harnesses/README.md beside it is read too)
     prompt_only: bool = False  # candidates may differ from the incumbent only in prompt text
-    # The orchestrator's open connection to store_path, when it holds the file: DuckDB refuses a
+    # The orchestrator's open store of store_path, when it holds the file: DuckDB refuses a
     # second handle on a file already open in the same process (see proposer_view).
-    store_con: Any = field(default=None, repr=False)
+    store: Store | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -97,23 +99,21 @@ class ProposerUnavailable(RuntimeError):
         self.cost_usd = cost_usd
 
 
-def proposer_view(ctx: ProposerContext, con: duckdb.DuckDBPyConnection | None = None
-                  ) -> duckdb.DuckDBPyConnection:
+def proposer_view(ctx: ProposerContext) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB holding copies of the harness-split rows, the scores and the archive.
 
-    Without ``con`` the run's file is ATTACHed read-only, copied from and DETACHed. DuckDB 2.0
-    refuses that while another connection of this process has the file open ("Unique file
-    handle conflict"), so the orchestrator passes its own connection (``con`` or
-    ``ctx.store_con``) and the rows are copied through a cursor of it as Arrow tables. Either way
+    Without ``ctx.store`` the run's file is ATTACHed read-only, copied from and DETACHed. DuckDB
+    2.0 refuses that while another connection of this process has the file open ("Unique file
+    handle conflict"), so the orchestrator passes its own store and the rows are copied through
+    a cursor of it as Arrow tables. Either way
     the returned connection has no route back to the file: external access is switched off and
     the setting locked, so SQL run on it cannot attach files or read them.
     """
-    con = con if con is not None else ctx.store_con
     view = duckdb.connect(":memory:")
-    if con is None:
+    if ctx.store is None:
         _copy_by_attach(view, Path(ctx.store_path))
     else:
-        _copy_through(view, con.cursor())
+        _copy_through(view, ctx.store.cursor())
     view.execute("SET enable_external_access = false")
     view.execute("SET lock_configuration = true")
     return view
@@ -126,7 +126,7 @@ def _copy_by_attach(view: duckdb.DuckDBPyConnection, path: Path) -> None:
         view.execute("ATTACH ? AS run_store (READ_ONLY)", [str(path)])
     except duckdb.Error as e:
         raise RuntimeError(f"cannot open {path} read-only ({e}); a process that holds it open "
-                           "must pass its connection as ProposerContext.store_con") from e
+                           "must pass its store as ProposerContext.store") from e
     try:
         for table, query in VISIBLE.items():
             view.execute(f"CREATE TABLE {table} AS {query.format(db='run_store')}")

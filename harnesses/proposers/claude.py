@@ -43,12 +43,6 @@ class ClaudeProposer:
         self.effort = effort  # output_config.effort (low … max); None leaves the API default
         self._client = client
 
-    @classmethod
-    def from_params(cls, claude: dict, **kwargs) -> ClaudeProposer:
-        """Build from params.yaml's ``harness_search.claude`` section."""
-        keys = ("model", "max_tokens", "timeout_s", "max_turns", "retries", "effort")
-        return cls(**{k: claude[k] for k in keys if k in claude}, **kwargs)
-
     def propose(self, ctx: ProposerContext) -> Proposal:
         try:
             client = make_client(self._client, self.timeout_s)

@@ -13,7 +13,6 @@ modules: the incumbent's code plus a short commented layer or an in-place edit.
 """
 from __future__ import annotations
 
-import ast
 import json
 import random
 import re
@@ -31,6 +30,7 @@ from harnesses.proposers.primitives import (
     library,
 )
 from harnesses.sandbox import static_violations
+from harnesses.validate import masked
 from whale.ids import harness_id  # the archive's content address: a candidate's file name
 
 # A primitive that addresses none of the measured failures still ranks by its prior.
@@ -161,15 +161,6 @@ def rank(primitives: tuple[Primitive, ...], profile: dict, rng: random.Random) -
     scored = [(-round(p.prior * (sum(profile.get(a, 0.0) for a in p.addresses) + BASE_RATE), 9), d, i)
               for i, (p, d) in enumerate(zip(primitives, draws, strict=False))]
     return [primitives[i] for _, _, i in sorted(scored)]
-
-
-def masked(source: str) -> str:
-    """The syntax tree with every string constant blanked (prompt-only mode compares these)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            node.value = ""
-    return ast.dump(tree, include_attributes=False)
 
 
 class OfflineProposer:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from importlib import import_module
 
-from whale.run.settings import load_params
+from whale.run.settings import load_settings
 
 # name -> (module under whale.cli, one-line help); a command's module is imported only when used.
 COMMANDS = {
@@ -37,8 +37,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        params = load_params(args.params, args.profile)
-        _module(args.cmd).run(args, params)
+        module = _module(args.cmd)
+        settings = load_settings(args.params, args.profile, getattr(module, "overrides", lambda _: None)(args))
+        module.run(args, settings)
     except (FileNotFoundError, ValueError) as e:
         print(f"whale: {e}", file=sys.stderr)
         return 2

@@ -5,33 +5,33 @@ import json
 import time
 from pathlib import Path
 
-from domains import get_domain
 from whale.files import write_json
 from whale.ids import harness_id
 from whale.rollout.metrics import summarize
-from whale.run.context import make_engine, model_dir
-from whale.store import Store
+from whale.run.context import domain_for, make_engine, model_dir
+from whale.run.settings import Settings
+from whale.store import Store, store_path
 from whale.types import RolloutContext
 
 RUNS = Path("runs")
 
 
-def evaluate(params: dict, domain_name: str, harness_path: str | Path, split: str, k: int,
+def evaluate(settings: Settings, domain_name: str, harness_path: str | Path, split: str, k: int,
              run_id: str | None = None, model: str | Path | None = None) -> dict:
-    domain = get_domain(domain_name, **params.get("verifier", {}).get(domain_name, {}))
+    domain = domain_for(settings, domain_name)
     examples = domain.examples(split)
     source = Path(harness_path).read_text()
-    engine = make_engine(params, domain, model or model_dir(params))
+    engine = make_engine(settings, domain, model or model_dir(settings))
     hid = harness_id(source)
     run_id = run_id or f"eval-{domain_name}"
     t0 = time.perf_counter()
-    rollouts = engine.run(source, examples, k, params["seed"], RolloutContext(run_id, 0, "eval", 0),
+    rollouts = engine.run(source, examples, k, settings.seed, RolloutContext(run_id, 0, "eval", 0),
                           desc=f"eval {domain_name}/{split} {Path(harness_path).name}")
     wall = time.perf_counter() - t0
     run_dir = RUNS / run_id
-    with Store(run_dir / "rollouts.duckdb") as store:
+    with Store(store_path(run_dir)) as store:
         store.insert("runs", [{"run_id": run_id, "domain": domain_name, "condition": "eval",
-                               "params": json.dumps(params)}])
+                               "params": settings.as_json()}])
         stored = store.insert_rollouts(rollouts)
     metrics = {
         **summarize(rollouts), "domain": domain_name, "split": split, "k": k, "harness_id": hid,
@@ -51,6 +51,6 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default=None, help="checkpoint directory (default model.export_dir)")
 
 
-def run(args, params) -> None:
-    m = evaluate(params, args.domain, args.harness, args.split, args.k or params["eval"]["k"], args.run, args.model)
+def run(args, settings) -> None:
+    m = evaluate(settings, args.domain, args.harness, args.split, args.k or settings.eval.k, args.run, args.model)
     print(json.dumps(m, indent=2, sort_keys=True))

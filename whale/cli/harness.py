@@ -14,9 +14,9 @@ from pathlib import Path
 
 import duckdb
 
-from whale.store import Store, read_through_snapshot
+from harnesses.archive import first_parents
+from whale.store import Store, find_stores, read_through_snapshot, store_path
 
-DB = "rollouts.duckdb"
 FIELDS = ("harness_id", "domain", "parents", "origin", "hypothesis", "axis", "components",
           "status", "error", "cycle", "iteration")
 
@@ -26,7 +26,7 @@ def run_dir_for(runs_dir: str | Path = "runs", run_id: str | None = None) -> Pat
     runs_dir = Path(runs_dir)
     if run_id:
         return runs_dir / run_id
-    found = sorted(p.parent.name for p in runs_dir.glob(f"*/{DB}"))
+    found = [p.parent.name for p in find_stores(runs_dir)]
     if len(found) != 1:
         listed = ", ".join(found) if found else "none"
         raise ValueError(f"{runs_dir}: pass --run (runs found: {listed})")
@@ -34,7 +34,7 @@ def run_dir_for(runs_dir: str | Path = "runs", run_id: str | None = None) -> Pat
 
 
 def _open(run_dir: Path) -> Store:
-    path = Path(run_dir) / DB
+    path = store_path(run_dir)
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: {run_dir} is not a run directory")
     try:
@@ -165,11 +165,7 @@ def lineage(run_dir: str | Path, harness_id: str | None = None) -> str:
     kids = _children(meta)
     lines: list[str] = []
     if root:
-        chain = []
-        parent = (meta[root]["parents"] or [None])[0]
-        while parent in meta and parent not in chain:
-            chain.append(parent)
-            parent = (meta[parent]["parents"] or [None])[0]
+        chain = [h for h in first_parents(root, {h: m["parents"] for h, m in meta.items()})[1:] if h in meta]
         if chain:
             lines.append("ancestors: " + " <- ".join(chain))
 
@@ -208,5 +204,5 @@ def add_arguments(p) -> None:
     p.add_argument("--runs", default="runs")
 
 
-def run(args, params) -> None:
+def run(args, settings) -> None:
     print(run_command(args.action, run_dir_for(args.runs, args.run), args.ids), end="")

@@ -8,9 +8,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=None)
 
 
-def run(args, params) -> None:
+def run(args, settings) -> None:
     from whale.model import export_model
 
-    out = args.out or params["model"]["export_dir"]
-    wid = export_model(args.source or params["model"]["source"], out, params["model"]["dtype"])
+    out = args.out or settings.model.export_dir
+    wid = export_model(args.source or settings.model.source, out, settings.model.dtype)
     print(f"exported {out} (weights id {wid})")

@@ -7,10 +7,16 @@ def add_arguments(p) -> None:
     p.add_argument("--data-dir", default="data")
 
 
-def run(args, params) -> None:
+def run(args, settings) -> None:
     from domains import NAMES, get_domain
 
-    for name in NAMES if args.domain == "all" else [args.domain]:
-        options = params.get("generation", {}).get(name, {})
-        get_domain(name, args.data_dir, **options).prepare(params["data"][name], params["seed"])
+    names = NAMES if args.domain == "all" else [args.domain]
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise ValueError(f"unknown domain {unknown[0]!r}; choose all or one of {', '.join(NAMES)}")
+    for name in names:
+        if name not in settings.data:
+            raise ValueError(f"params.yaml has no data.{name} split sizes")
+        options = settings.generation.chess_puzzles.model_dump() if name == "chess_puzzles" else {}
+        get_domain(name, args.data_dir, **options).prepare(settings.data[name].model_dump(), settings.seed)
         print(f"wrote {args.data_dir}/{name}/{{weight,harness,test}}.jsonl")

@@ -8,7 +8,7 @@ def add_arguments(p) -> None:
     p.add_argument("--run", action="append", default=None, help="only this run id (repeatable)")
 
 
-def run(args, params) -> None:
+def run(args, settings) -> None:
     from whale.report import write_report
 
     html = write_report(args.runs, args.out, args.run)

@@ -8,8 +8,8 @@ def add_arguments(p) -> None:
     p.add_argument("--port", type=int, default=8000)
 
 
-def run(args, params) -> None:
+def run(args, settings) -> None:
     from whale.rollout.serve import serve
 
-    serve(args.model_dir or params["model"]["export_dir"], args.host, args.port,
-          params["model"]["dtype"], params["backend"]["max_batch"])
+    serve(args.model_dir or settings.model.export_dir, args.host, args.port,
+          settings.model.dtype, settings.backend.max_batch)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from whale.store import read_through_snapshot
+from whale.store import find_stores, read_through_snapshot
 
 
 def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
@@ -17,7 +17,7 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
     single run, its tables also answer to their bare names."""
     con = duckdb.connect()
     names = []
-    for db in sorted(Path(runs_dir).glob("*/rollouts.duckdb")):
+    for db in find_stores(runs_dir):
         alias = re.sub(r"\W", "_", db.parent.name)
         try:
             _, note = read_through_snapshot(db, lambda p, a=alias: con.execute(f"ATTACH '{p}' AS \"{a}\" (READ_ONLY)"))
@@ -59,5 +59,5 @@ def add_arguments(p) -> None:
     p.add_argument("--runs", default="runs")
 
 
-def run(args, params) -> None:
+def run(args, settings) -> None:
     print(run_sql(args.query, args.runs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import shlex
 
+from harnesses.archive import first_parents
 from whale.report.data import RunData
 from whale.train.checkpoint import checkpoint_dir
 
@@ -126,12 +127,11 @@ def final_harness(run: RunData) -> str | None:
     return None if ph.empty else str(ph.sort_values("cycle").iloc[-1]["harness_id"])
 
 
-def lineage(run: RunData, hid: str) -> list[dict]:
+def lineage(run: RunData, newest: str) -> list[dict]:
     """``hid`` and its ancestors through first parents, newest first, with their harness-split scores."""
     table = {r["harness_id"]: r for r in run.harnesses.to_dict("records")}
-    chain, seen = [], set()
-    while hid and hid not in seen:
-        seen.add(hid)
+    chain = []
+    for hid in first_parents(newest, {h: r["parents"] for h, r in table.items()}):
         row = table.get(hid, {})
         parents = [str(p) for p in (row.get("parents") if row.get("parents") is not None else [])]
         sc = run.scores[run.scores["harness_id"] == hid]
@@ -142,7 +142,6 @@ def lineage(run: RunData, hid: str) -> list[dict]:
             "scores": [{"weights_id": s["weights_id"], "cycle": int(s["cycle"]), "iteration": int(s["iteration"]),
                         "mean_reward": float(s["mean_reward"]), "n": int(s["n"])} for s in sc.to_dict("records")],
         })
-        hid = parents[0] if parents else None
     return chain
 
 

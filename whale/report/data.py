@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from whale.store import read_through_snapshot
+from whale.store import find_stores, read_through_snapshot
 from whale.train.checkpoint import META_FILE
 
 PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}
@@ -60,17 +60,10 @@ class RunData:
         return self.dir / "harnesses" / f"{hid}.py"
 
 
-def find_databases(runs_dir: str | Path, run_ids: list[str] | None = None) -> list[Path]:
-    runs_dir = Path(runs_dir)
-    if run_ids is None:
-        return sorted(runs_dir.glob("*/rollouts.duckdb"))
-    return [runs_dir / r / "rollouts.duckdb" for r in run_ids]
-
-
 def load_runs(runs_dir: str | Path, run_ids: list[str] | None = None) -> tuple[list[RunData], list[str]]:
     """Every readable run and one warning line per database that could not be read."""
     runs, warnings = [], []
-    for db in find_databases(runs_dir, run_ids):
+    for db in find_stores(runs_dir, run_ids):
         if not db.exists():
             warnings.append(f"{db}: no such file (skipped)")
             continue

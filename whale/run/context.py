@@ -17,72 +17,102 @@ from whale.model import EMBEDDED, export_model, model_weights_id
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
-from whale.store import Store
+from whale.run.conditions import Condition
+from whale.run.settings import Settings
+from whale.store import Store, store_path
+from whale.store.keys import RolloutKey
 from whale.train.checkpoint import latest_checkpoint
+from whale.train.rsft import RSFTConfig
+from whale.types import Example, Rollout
 
 SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 
 
-def model_dir(params: dict) -> Path:
+def model_dir(settings: Settings) -> Path:
     """The exported checkpoint named by params.yaml, exported on first use."""
-    out = Path(params["model"]["export_dir"])
+    model = settings.model
+    out = Path(model.export_dir)
     if not (out / "config.json").exists():
-        source = params["model"]["source"]
-        print(f"exporting {'SmolLM2-135M-Instruct (embedded GGUF)' if source == EMBEDDED else source} to {out}")
-        export_model(source, out, params["model"]["dtype"])
+        print(f"exporting {'SmolLM2-135M-Instruct (embedded GGUF)' if model.source == EMBEDDED else model.source}"
+              f" to {out}")
+        export_model(model.source, out, model.dtype)
     return out
 
 
-def make_engine(params: dict, domain, model: str | Path) -> Engine:
-    backend = make_backend(params, str(model))
-    return Engine(backend, domain, Sampling.from_params(params), Limits.from_params(params))
+def make_engine(settings: Settings, domain, model: str | Path) -> Engine:
+    b = settings.backend
+    backend = make_backend(b.kind, str(model), settings.model.dtype, b.max_batch, b.base_url)
+    return Engine(backend, domain, Sampling(**settings.sampling.model_dump()), sandbox_limits(settings))
+
+
+def sandbox_limits(settings: Settings) -> Limits:
+    return Limits(**settings.sandbox.model_dump())
+
+
+def rsft_config(settings: Settings) -> RSFTConfig:
+    r = settings.rsft
+    return RSFTConfig(lr=r.lr, mini_batch=r.mini_batch, micro_batch=r.micro_batch, max_seq_len=r.max_seq_len,
+                      seed=settings.seed, dtype=settings.model.dtype)
+
+
+def domain_for(settings: Settings, name: str):
+    """The domain ``name`` with its verifier options from params.yaml."""
+    options = settings.verifier.search_qa.model_dump() if name == "search_qa" else {}
+    return get_domain(name, **options)
 
 
 class Run:
-    def __init__(self, params: dict, domain: str, condition: str, run_id: str, runs_dir: str | Path = "runs"):
-        self.params, self.domain_name, self.condition, self.run_id = params, domain, condition, run_id
+    """What a phase needs: settings, condition, store, archive, engine and (once training) trainer."""
+
+    def __init__(self, settings: Settings, domain: str, condition: Condition, run_id: str,
+                 runs_dir: str | Path = "runs"):
+        self.settings, self.domain_name, self.condition, self.run_id = settings, domain, condition, run_id
         self.dir = Path(runs_dir) / run_id
-        self.store = Store(self.dir / "rollouts.duckdb")
+        self.domain = domain_for(settings, domain)
+        self.store = Store(store_path(self.dir))
         self._check_same_run()
-        self.domain = get_domain(domain, **params.get("verifier", {}).get(domain, {}))
         self.archive = Archive(self.dir, self.store, domain)
         self.ckpt_root = self.dir / "checkpoints"
-        self.base_model = model_dir(params)
+        self.base_model = model_dir(settings)
         self.trainer = None
         resume = latest_checkpoint(self.ckpt_root)
-        self.engine = make_engine(params, self.domain, resume or self.base_model)
+        self.engine = make_engine(settings, self.domain, resume or self.base_model)
 
     def _check_same_run(self) -> None:
         """A run id names one (domain, condition, params): refuse to resume something else."""
-        row = self.store.query("SELECT domain, condition, params FROM runs WHERE run_id = ?", [self.run_id])
-        me = {"domain": self.domain_name, "condition": self.condition, "params": self.params}
-        if not row:
+        row = self.store.row("SELECT domain, condition, params FROM runs WHERE run_id = ?", [self.run_id])
+        params = json.loads(self.settings.as_json())
+        if row is None:
             self.store.insert("runs", [{"run_id": self.run_id, "domain": self.domain_name,
-                                        "condition": self.condition, "params": json.dumps(self.params)}])
-        elif (row[0][0], row[0][1], json.loads(row[0][2])) != (me["domain"], me["condition"], me["params"]):
+                                        "condition": self.condition.name, "params": self.settings.as_json()}])
+        elif (row["domain"], row["condition"], json.loads(row["params"])) != (
+                self.domain_name, self.condition.name, params):
             raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
                              "choose a new run id or delete runs/" + self.run_id)
 
     # -- harnesses -------------------------------------------------------------------------
     def seed_harness(self) -> str:
-        path = self.params["harness_search"].get("h0") or SEEDS / f"{self.domain_name}.py"
+        path = self.settings.harness_search.h0 or SEEDS / f"{self.domain_name}.py"
         source = Path(path).read_text()
         hid = self.archive.add(source, origin="seed")
         if self.archive.status(hid)[0] == "pending":
             self.archive.set_status(hid, "ok")
         return hid
 
-    def rollouts_once(self, harness_id: str, examples, k: int, seed: int, ctx, desc: str,
-                      stored_where: str, stored_params: list) -> list:
-        """Rollouts of ``harness_id`` on ``examples`` (k each) under the served weights, stored.
+    def key(self, cycle: int, phase: str, step: int, harness_id: str, examples: list[Example], k: int, seed: int,
+            any_boundary: bool = False) -> RolloutKey:
+        """The key of a batch of ``harness_id`` rollouts on ``examples`` under the served weights."""
+        return RolloutKey(self.run_id, cycle, phase, step, harness_id, self.weights_id,
+                          tuple(e.id for e in examples), k, seed, any_boundary)
 
-        When the rows matching ``stored_where`` are already a complete set (a resumed run), they
-        are read back instead: a rollout is never drawn, nor stored, twice.
-        """
-        stored = self.store.load_rollouts(stored_where, stored_params)
-        if len(stored) == len(examples) * k:
+    def rollouts_once(self, key: RolloutKey, examples: list[Example], desc: str) -> list[Rollout]:
+        """The rollouts of ``key``, stored: read back when the store holds the complete batch (a
+        resumed run), else rolled out. A rollout is never drawn, nor stored, twice."""
+        stored = self.store.stored_rollouts(key)
+        if stored is not None:
             return stored
-        rollouts = self.engine.run(self.archive.source(harness_id), examples, k, seed, ctx, desc=desc)
+        source = self.archive.source(key.harness_id)
+        rollouts = self.engine.run(source, examples, key.k, key.seed, key.context, desc=desc)
         self.store.insert_rollouts(rollouts)
         return rollouts
 
@@ -94,9 +124,9 @@ class Run:
     def ensure_trainer(self):
         """The run's one trainer, resumed from its latest checkpoint (optimizer state included)."""
         if self.trainer is None:
-            from whale.train.rsft import RSFTConfig, RSFTTrainer
+            from whale.train.rsft import RSFTTrainer
 
-            config = RSFTConfig.from_params(self.params)
+            config = rsft_config(self.settings)
             ckpt = latest_checkpoint(self.ckpt_root)
             self.trainer = RSFTTrainer.from_checkpoint(ckpt, config) if ckpt else RSFTTrainer(self.base_model, config)
             self.publish_weights()

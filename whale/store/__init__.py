@@ -22,6 +22,7 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
+from whale.store.keys import RolloutKey
 from whale.types import Rollout
 
 SCHEMA = """
@@ -75,6 +76,7 @@ _ROLLOUT_TYPES = {
 }
 
 
+DB = "rollouts.duckdb"
 SNAPSHOT = "snapshot.duckdb"
 SNAPSHOT_EVERY_S = 30.0
 # A copy may take at most 1/SNAPSHOT_COST_SHARE of the wall time (stores of many GB copy less often).
@@ -82,6 +84,18 @@ SNAPSHOT_COST_SHARE = 20
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def store_path(run_dir: str | Path) -> Path:
+    """The DuckDB file of the run in ``run_dir``."""
+    return Path(run_dir) / DB
+
+
+def find_stores(runs_dir: str | Path, run_ids: list[str] | None = None) -> list[Path]:
+    """The DuckDB file of every run under ``runs_dir`` (or of the named runs), sorted."""
+    if run_ids is not None:
+        return [store_path(Path(runs_dir) / r) for r in run_ids]
+    return sorted(Path(runs_dir).glob(f"*/{DB}"))
 
 
 def read_through_snapshot(db: str | Path, open_: Callable[[Path], T]) -> tuple[T, str | None]:
@@ -182,22 +196,53 @@ class Store:
             self.publish_snapshot()
         return added
 
-    def load_rollouts(self, where: str, params: list) -> list[Rollout]:
-        """Rollouts matching a SQL condition, in key order (for resuming without re-sampling)."""
-        cur = self.con.execute(f"SELECT * FROM rollouts WHERE {where} ORDER BY example_id, sample_idx", params)
+    def stored_rollouts(self, key: RolloutKey) -> list[Rollout] | None:
+        """The complete stored batch of ``key`` in key order, or None when any rollout is missing."""
+        cur = self.con.execute(
+            "SELECT * FROM rollouts WHERE run_id = $run AND phase = $phase AND harness_id = $harness "
+            "AND weights_id = $weights AND list_contains($examples, example_id) AND sample_idx < $k "
+            "AND ($any_boundary OR (cycle = $cycle AND step = $step)) ORDER BY example_id, sample_idx",
+            {"run": key.run_id, "phase": key.phase, "harness": key.harness_id, "weights": key.weights_id,
+             "examples": list(key.example_ids), "k": key.k, "any_boundary": key.any_boundary,
+             "cycle": key.cycle, "step": key.step})
         names = [d[0] for d in cur.description]
         out = []
         for row in cur.fetchall():
             r = dict(zip(names, row, strict=True))
             r["verdict"], r["messages"] = json.loads(r["verdict"]), json.loads(r["messages"])
             out.append(Rollout(**r))
-        return out
+        return out if len(out) == key.size else None
+
+    def spent_rollouts(self, run_id: str) -> int:
+        """Weight- and harness-phase rollouts of a run (the budget unit; test rollouts excluded)."""
+        return self.query("SELECT count(*) FROM rollouts WHERE run_id = ? AND phase IN ('weight', 'harness')",
+                          [run_id])[0][0]
 
     def count(self, table: str) -> int:
         return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()
+
+    def rows(self, sql: str, params: list | None = None) -> list[dict]:
+        """The result rows as dicts keyed by column name."""
+        cur = self.con.execute(sql, params or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def row(self, sql: str, params: list | None = None) -> dict | None:
+        """The first result row as a dict, or None."""
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def execute(self, sql: str, params: list | None = None) -> None:
+        """A statement without a result (UPDATE, DELETE) in the writer's connection."""
+        self.con.execute(sql, params or [])
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new cursor on the store's connection, for readers inside the writer's process (DuckDB
+        refuses a second handle on a file this process holds open); the caller closes it."""
+        return self.con.cursor()
 
     def df(self, sql: str, params: list | None = None):
         return self.con.execute(sql, params or []).df()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from whale.types import Rollout
@@ -78,13 +78,6 @@ class RSFTConfig:
         if self.lr <= 0 or self.max_seq_len < 2:
             raise ValueError(f"need lr > 0 and max_seq_len >= 2, got {self.lr} / {self.max_seq_len}")
 
-    @classmethod
-    def from_params(cls, params: dict) -> RSFTConfig:
-        """The config from ``params.yaml`` (its ``rsft`` section, ``model.dtype`` and the master seed)."""
-        known = {f.name for f in fields(cls)}
-        rsft = {k: v for k, v in params.get("rsft", {}).items() if k in known}
-        return cls(**rsft, seed=params.get("seed", 0), dtype=params.get("model", {}).get("dtype", "float32"))
-
 
 def rollout_row(rollout: Rollout, max_seq_len: int) -> tuple[dict, bool]:
     """The training row of one rollout (``input_ids`` + ``labels``) and whether it was truncated."""
@@ -100,6 +93,26 @@ def rollout_row(rollout: Rollout, max_seq_len: int) -> tuple[dict, bool]:
     ids, mask = ids[:max_seq_len], mask[:max_seq_len]
     labels = [t if m == 1 else IGNORE for t, m in zip(ids, mask, strict=True)]
     return {"input_ids": ids, "labels": labels}, truncated
+
+
+@dataclass
+class StepStats:
+    """What one RSFT step did. ``loss``: token-mean NLL over every trained token of the step, each
+    mini-batch measured before its own update (None when nothing was trained)."""
+
+    accepted: int  # rollouts given to the step
+    loss: float | None = None
+    tokens: int = 0  # mask-1 target tokens trained on
+    optimizer_steps: int = 0
+    truncated: int = 0  # rollouts cut to max_seq_len
+    order: list[int] = field(default_factory=list)  # indices of the rollouts in training order
+    global_step: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def skipped(self) -> bool:
+        """No update happened (nothing accepted, or nothing to learn from)."""
+        return self.optimizer_steps == 0
 
 
 class RSFTTrainer:
@@ -168,45 +181,32 @@ class RSFTTrainer:
     def global_step(self) -> int:
         return self.trainer.state.global_step
 
-    def collate(self, rollouts: list[Rollout]) -> dict:
-        """One padded batch (input_ids, attention_mask, labels) of ``rollouts``, by TRL's collator."""
-        return self.trainer.data_collator([rollout_row(r, self.config.max_seq_len)[0] for r in rollouts])
-
-    def step(self, rollouts: list[Rollout]) -> dict:
+    def step(self, rollouts: list[Rollout]) -> StepStats:
         """One RSFT update: one shuffled pass over ``rollouts``, one optimizer step per mini-batch.
-
-        Returns loss (token-mean NLL over all trained tokens of the step, each mini-batch measured
-        before its own update), tokens (mask-1 target tokens), accepted, optimizer_steps, wall_s,
-        skipped, plus truncated (rollouts cut to max_seq_len), global_step and order (the indices
-        of ``rollouts`` in training order). Empty input: no update and ``skipped`` is True.
-        """
+        Empty input: no update (``skipped``)."""
         t0 = time.perf_counter()
-        out = {"loss": None, "tokens": 0, "accepted": len(rollouts), "optimizer_steps": 0, "skipped": True,
-               "truncated": 0, "order": []}
+        stats = StepStats(accepted=len(rollouts))
         if rollouts:
             import torch
 
             rows = [rollout_row(r, self.config.max_seq_len) for r in rollouts]
-            order = torch.randperm(len(rows), generator=self.generator).tolist()
+            stats.order = torch.randperm(len(rows), generator=self.generator).tolist()
+            stats.truncated = sum(t for _, t in rows)
             nll = 0.0
-            for start in range(0, len(order), self.config.mini_batch):
-                loss, tokens = self._accumulate([rows[i][0] for i in order[start:start + self.config.mini_batch]])
+            for start in range(0, len(stats.order), self.config.mini_batch):
+                batch = [rows[i][0] for i in stats.order[start:start + self.config.mini_batch]]
+                loss, tokens = self._accumulate(batch)
                 if tokens == 0:  # nothing to learn from: no step, so AdamW moments are not moved by zeros
                     self.trainer.optimizer.zero_grad(set_to_none=True)
                     continue
                 self._optimizer_step()
                 nll += loss * tokens
-                out["tokens"] += tokens
-                out["optimizer_steps"] += 1
-            out.update(order=order, truncated=sum(t for _, t in rows), skipped=out["optimizer_steps"] == 0,
-                       loss=nll / out["tokens"] if out["tokens"] else None)
+                stats.tokens += tokens
+                stats.optimizer_steps += 1
+            stats.loss = nll / stats.tokens if stats.tokens else None
         self._clear_metrics()
-        out.update(global_step=self.global_step, wall_s=time.perf_counter() - t0)
-        return out
-
-    def accumulate(self, rollouts: list[Rollout]) -> tuple[float, int]:
-        """Forward + backward of one mini-batch (gradients left in ``.grad``); returns (loss, tokens)."""
-        return self._accumulate([rollout_row(r, self.config.max_seq_len)[0] for r in rollouts])
+        stats.global_step, stats.wall_s = self.global_step, time.perf_counter() - t0
+        return stats
 
     def _accumulate(self, rows: list[dict]) -> tuple[float, int]:
         micro = self.config.micro_batch
@@ -228,23 +228,6 @@ class RSFTTrainer:
         trainer.lr_scheduler.step()
         trainer.optimizer.zero_grad(set_to_none=True)
         trainer.state.global_step += 1
-
-    def evaluate_loss(self, rollouts: list[Rollout]) -> float:
-        """Token-mean NLL over the mask-1 tokens of ``rollouts`` under the current weights (no update)."""
-        import torch
-
-        rows = [rollout_row(r, self.config.max_seq_len)[0] for r in rollouts]
-        micro = self.config.micro_batch
-        batches = [self.trainer.data_collator(rows[i:i + micro]) for i in range(0, len(rows), micro)]
-        tokens = sum(int((b["labels"][:, 1:] != IGNORE).sum()) for b in batches)
-        if tokens == 0:
-            raise ValueError("no mask-1 tokens to evaluate")
-        self.trainer.model.eval()
-        with torch.no_grad():
-            loss = sum(float(self.trainer.compute_loss(self.trainer.model_wrapped, self.trainer._prepare_inputs(b),
-                                                       num_items_in_batch=tokens)) for b in batches)
-        self._clear_metrics()
-        return loss
 
     def _clear_metrics(self) -> None:
         # compute_loss appends logging metrics on every call and nothing logs them here: keep memory flat.

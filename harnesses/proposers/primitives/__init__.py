@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 
+from domains import NAMES as DOMAINS
 from harnesses.proposers.primitives.common import (
     COMMON,
     FAILURES,
@@ -17,9 +18,7 @@ from harnesses.proposers.primitives.common import (
 )
 from harnesses.proposers.primitives.edit import NotApplicable, applied_tags
 
-DOMAINS = ("math_reasoning", "search_qa", "chess_puzzles")
-
-__all__ = ["DOMAINS", "FAILURES", "DomainInfo", "Edit", "NotApplicable", "Primitive",
+__all__ = ["FAILURES", "DomainInfo", "Edit", "NotApplicable", "Primitive",
            "applied_tags", "library"]
 
 

@@ -17,9 +17,10 @@ import re
 import textwrap
 import tokenize
 
+from harnesses.contract import BaseHarness
+
 MARK = "# offline proposer: "
 LAYER_MARK = "# --- offline proposer: "
-CONTRACT_DEFAULTS = {"max_turns": 2, "token_budget": 512}  # harnesses.contract.BaseHarness
 # Names a layer may use and the import that binds each when the module lacks it.
 IMPORTS = {
     "re": "import re",
@@ -123,7 +124,7 @@ def class_constant(source: str, name: str) -> int:
     tree = ast.parse(source)
     value, inherited = _defining_value(tree, name)
     if inherited:
-        return CONTRACT_DEFAULTS[name]
+        return getattr(BaseHarness, name)
     if isinstance(value, ast.Name):  # a module constant such as MAX_TURNS = 4
         consts = [n.value for n in tree.body if isinstance(n, ast.Assign)
                   and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]

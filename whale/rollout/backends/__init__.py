@@ -4,18 +4,18 @@ from __future__ import annotations
 from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 
 
-def make_backend(params: dict, model_dir: str) -> Backend:
-    """The backend named in params.yaml (``backend.kind``), serving ``model_dir``."""
-    kind = params["backend"]["kind"]
+def make_backend(kind: str, model_dir: str, dtype: str = "float32", max_batch: int = 32,
+                 base_url: str | None = None) -> Backend:
+    """A ``transformers`` backend serving ``model_dir`` in-process, or an ``openai`` one (a server at ``base_url``)."""
     if kind == "transformers":
         from whale.rollout.backends.hf import TransformersBackend
 
-        return TransformersBackend(model_dir, dtype=params["model"]["dtype"], max_batch=params["backend"]["max_batch"])
+        return TransformersBackend(model_dir, dtype=dtype, max_batch=max_batch)
     if kind == "openai":
         from whale.rollout.backends.openai import OpenAIBackend
 
-        return OpenAIBackend(params["backend"]["base_url"], model_dir, max_batch=params["backend"]["max_batch"])
-    raise ValueError(f"params.yaml backend.kind: unknown backend {kind!r} (transformers or openai)")
+        return OpenAIBackend(base_url, model_dir, max_batch=max_batch)
+    raise ValueError(f"unknown backend {kind!r} (transformers or openai)")
 
 
 __all__ = ["Backend", "GenRequest", "GenResult", "Sampling", "make_backend"]

@@ -14,10 +14,6 @@ class Sampling:
     top_p: float = 1.0
     top_k: int = 0
 
-    @classmethod
-    def from_params(cls, params: dict) -> Sampling:
-        return cls(**params["sampling"])
-
 
 @dataclass
 class GenRequest:
