@@ -51,3 +51,19 @@ def smollm_dir() -> Path:
     if not (out / "model.safetensors").exists():
         export_model("embedded", out)
     return out
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stop Prefect's temporary server while the output streams are open. Its own atexit hook
+    logs "Stopping temporary server" after pytest has closed them, which printed a
+    "--- Logging error ---" traceback at the end of every run."""
+    import sys
+
+    server = sys.modules.get("prefect.server.api.server")
+    if server is None:
+        return
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=5)  # run logs still queued for the server go out before it stops
+    for instance in list(server.SubprocessASGIServer._instances.values()):
+        instance.stop()

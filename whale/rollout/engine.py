@@ -67,7 +67,8 @@ class Engine:
             ctx: RolloutContext | None = None, progress: bool = True, desc: str = "rollouts") -> list[Rollout]:
         ctx = ctx or RolloutContext()
         episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None) for ex in examples for s in range(k)]
-        bar = tqdm(total=len(episodes), desc=desc, disable=not progress, leave=False)
+        # On a terminal the bar redraws in place; in a log file (CI, nohup) it would be noise between log lines.
+        bar = tqdm(total=len(episodes), desc=desc, disable=None if progress else True, leave=False)
         try:
             sandbox = HarnessSandbox(source, self.limits)
         except SandboxError as e:
