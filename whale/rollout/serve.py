@@ -134,8 +134,7 @@ class WhaleServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{self.server_address[0]}:{self.server_address[1]}/v1"
 
     def start(self) -> WhaleServer:
         """Serve from a background thread (tests, benchmarks)."""

@@ -26,6 +26,15 @@ def budget_decision(settings: Settings, spent: int, cost: int) -> Decision:
     return Decision(False)
 
 
+def _last_improvement(rows: list[tuple[int, float]], first: int) -> tuple[int, float]:
+    """Where the signal last improved strictly (ties do not count), and its best value, over (position, value) rows."""
+    best_at, best = first, float("-inf")
+    for at, value in rows:
+        if value > best:
+            best_at, best = at, value
+    return best_at, best
+
+
 @dataclass(frozen=True)
 class WeightRule:
     """Adaptive weight phase: after ``min_steps``, stop when the windowed mean training reward has
@@ -48,10 +57,7 @@ class WeightRule:
             "SELECT step, avg(reward_mean) OVER (ORDER BY step ROWS BETWEEN ? PRECEDING AND CURRENT ROW) "
             "FROM train_steps WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step",
             [self.window - 1, run_id, first_step, step])
-        best_step, best = first_step, float("-inf")
-        for s, mean in rows:
-            if mean > best:
-                best_step, best = s, mean
+        best_step, best = _last_improvement(rows, first_step)
         if step - best_step >= self.patience:
             return Decision(True, f"patience: windowed train reward {best:.3f} last improved at step {best_step}")
         return Decision(False)
@@ -80,10 +86,7 @@ class HarnessRule:
             "SELECT iteration, max(mean_reward) FROM scores WHERE run_id = ? AND cycle = ? AND weights_id = ? "
             "AND split = 'harness' AND iteration >= 1 GROUP BY iteration ORDER BY iteration",
             [run_id, cycle, weights_id])
-        best_it, best = 1, float("-inf")
-        for it, score in rows:
-            if score > best:
-                best_it, best = it, score
+        best_it, best = _last_improvement(rows, 1)
         if iteration - best_it >= self.patience:
             return Decision(True, f"patience: best harness score {best:.3f} last improved at iteration {best_it}")
         return Decision(False)
