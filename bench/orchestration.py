@@ -53,11 +53,10 @@ def main() -> None:
     timed(RSFTTrainer, "__init__", "trainer_init")
     timed(ckpt, "save_checkpoint", "checkpoint")
     timed(model, "model_weights_id", "hash")
-    import flows.phases
-    import whale.run.context
+    import whale.run.weights
 
-    flows.phases.save_checkpoint = ckpt.save_checkpoint
-    whale.run.context.model_weights_id = model.model_weights_id
+    whale.run.weights.save_checkpoint = ckpt.save_checkpoint
+    whale.run.weights.model_weights_id = model.model_weights_id
     from prefect import flow
 
     @flow

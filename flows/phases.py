@@ -17,7 +17,6 @@ from tasks.harness import (
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.run.context import Run
 from whale.run.schedule import Decision, HarnessRule, WeightRule, budget_decision
-from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 
 
 @dataclass
@@ -53,9 +52,8 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_ste
     if done:
         return done
     rsft = run.settings.rsft
-    trainer = run.ensure_trainer()
-    ckpt = latest_checkpoint(run.ckpt_root)
-    step = max(first_step, int(ckpt.name.split("-")[1]) if ckpt else 0)
+    run.weights.start_training()
+    step = max(first_step, run.weights.resume_step())
     every = checkpoint_every if checkpoint_every is not None else rsft.checkpoint_every
     reason = f"fixed length: {max_steps} steps"
     while step < first_step + max_steps:
@@ -71,14 +69,13 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_ste
         log(f"RSFT step {step}: train reward {reward:.3f}, accepted {len(accepted)}/{len(rollouts)}, {loss}")
         step += 1
         if every and step % every == 0 and step < first_step + max_steps:
-            save_checkpoint(trainer, checkpoint_dir(run.ckpt_root, step))
+            run.weights.save(step)
         if rule:
             d = rule.decide(run.store, run.run_id, first_step, step - 1)
             if d.stop:
                 reason = d.reason
                 break
-    wid = save_checkpoint(trainer, checkpoint_dir(run.ckpt_root, step))
-    run.engine.backend.check_serving(wid)
+    wid = run.weights.save(step)
     return record(run, cycle, "weight", first_step, PhaseEnd(harness_id, wid, step - 1, reason))
 
 

@@ -9,7 +9,6 @@ from whale.run.conditions import get_condition
 from whale.run.context import Run
 from whale.run.schedule import HarnessRule, WeightRule, epochs_to_steps
 from whale.run.settings import Settings, load_settings
-from whale.train.checkpoint import checkpoint_dir
 
 MAX_CYCLES = 30
 
@@ -54,7 +53,7 @@ def _stagewise(run: Run, h0: str) -> str:
     total, every = _steps(run, sched.total_epochs), _steps(run, sched.E)
     end = weight_phase(run, 1, h0, 0, total, checkpoint_every=every)
     # The harness stage runs on the weight stage's best point, chosen on training reward (also on resume).
-    run.serve_checkpoint(checkpoint_dir(run.ckpt_root, _best_weight_point(run, every, end)))
+    run.weights.serve(_best_weight_point(run, every, end))
     evaluate_test(run, 1, "weight", h0)
     end = harness_phase(run, 2, h0, sched.harness_iterations)
     evaluate_test(run, 2, "harness", end.harness_id)

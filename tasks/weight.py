@@ -41,11 +41,10 @@ def filter_by_verifier(rollouts: list[Rollout], threshold: float) -> list[Rollou
 @task(cache_policy=NONE, task_run_name="sft_step-step{step}")
 def sft_step(run: Run, cycle: int, step: int, rollouts: list[Rollout], accepted: list[Rollout]) -> StepStats:
     """One supervised update on the accepted rollouts; the backend then serves the new weights."""
-    trainer = run.ensure_trainer()
     before = run.weights_id
     t0 = time.perf_counter()
-    stats = trainer.step(accepted)
-    after = before if stats.skipped else run.publish_weights()
+    stats = run.weights.update(accepted)
+    after = run.weights_id
     run.store.insert("train_steps", [{
         "run_id": run.run_id, "cycle": cycle, "step": step, "weights_before": before, "weights_after": after,
         "reward_mean": sum(r.reward for r in rollouts) / max(len(rollouts), 1), "accepted": len(accepted),

@@ -1,4 +1,4 @@
-"""The live state of one run: its store, archive, engine and (when training) trainer.
+"""The live state of one run: its store, archive, engine and weights (trainer, checkpoints).
 
 A run is ``runs/<run_id>/``: ``rollouts.duckdb`` (every rollout, score, step and decision),
 ``harnesses/`` (the archive), ``checkpoints/`` (weights + trainer state), ``metrics/`` and
@@ -7,18 +7,18 @@ A run is ``runs/<run_id>/``: ``rollouts.duckdb`` (every rollout, score, step and
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from domains import get_domain
 from harnesses.archive import Archive
 from harnesses.sandbox import Limits
-from whale.model import EMBEDDED, export_model, model_weights_id
+from whale.model import EMBEDDED, export_model
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
 from whale.run.conditions import Condition
 from whale.run.settings import Settings
+from whale.run.weights import Weights
 from whale.store import Store, store_path
 from whale.store.keys import RolloutKey
 from whale.train.checkpoint import latest_checkpoint
@@ -62,7 +62,7 @@ def domain_for(settings: Settings, name: str):
 
 
 class Run:
-    """What a phase needs: settings, condition, store, archive, engine and (once training) trainer."""
+    """What a phase needs: settings, condition, store, archive, engine and weights."""
 
     def __init__(self, settings: Settings, domain: str, condition: Condition, run_id: str,
                  runs_dir: str | Path = "runs"):
@@ -72,11 +72,10 @@ class Run:
         self.store = Store(store_path(self.dir))
         self._check_same_run()
         self.archive = Archive(self.dir, self.store, domain)
-        self.ckpt_root = self.dir / "checkpoints"
-        self.base_model = model_dir(settings)
-        self.trainer = None
-        resume = latest_checkpoint(self.ckpt_root)
-        self.engine = make_engine(settings, self.domain, resume or self.base_model)
+        base_model = model_dir(settings)
+        resume = latest_checkpoint(self.dir / "checkpoints")
+        self.engine = make_engine(settings, self.domain, resume or base_model)
+        self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir)
 
     def _check_same_run(self) -> None:
         """A run id names one (domain, condition, params): refuse to resume something else."""
@@ -116,50 +115,9 @@ class Run:
         self.store.insert_rollouts(rollouts)
         return rollouts
 
-    # -- weights ---------------------------------------------------------------------------
     @property
     def weights_id(self) -> str:
-        return self.engine.backend.weights_id
-
-    def ensure_trainer(self):
-        """The run's one trainer, resumed from its latest checkpoint (optimizer state included)."""
-        if self.trainer is None:
-            from whale.train.rsft import RSFTTrainer
-
-            config = rsft_config(self.settings)
-            ckpt = latest_checkpoint(self.ckpt_root)
-            self.trainer = RSFTTrainer.from_checkpoint(ckpt, config) if ckpt else RSFTTrainer(self.base_model, config)
-            self.publish_weights()
-        return self.trainer
-
-    def publish_weights(self) -> str:
-        """Make the backend serve the trainer's current weights and check that it does."""
-        expected = model_weights_id(self.trainer.model)
-        backend = self.engine.backend
-        if hasattr(backend, "serve_model"):
-            backend.serve_model(self.trainer.model, expected)
-        else:  # a server: hand it a checkpoint directory to load
-            serving = self.dir / "serving"
-            tmp = serving.with_name("serving.tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.trainer.model.save_pretrained(tmp)
-            self.trainer.tokenizer.save_pretrained(tmp)
-            shutil.rmtree(serving, ignore_errors=True)
-            tmp.rename(serving)
-            backend.load(str(serving))
-        backend.check_serving(expected)
-        return expected
-
-    def serve_checkpoint(self, ckpt) -> str:
-        """Serve the weights of a saved checkpoint (the trainer, if any, is not moved)."""
-        from whale.model import weights_id
-
-        if weights_id(ckpt) != self.weights_id:
-            self.engine.backend.load(str(ckpt))
-            if self.trainer is not None:
-                self.trainer.load_state(ckpt)
-                self.publish_weights()
-        return self.weights_id
+        return self.weights.id
 
     def close(self) -> None:
         self.store.close()

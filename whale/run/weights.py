@@ -1,0 +1,80 @@
+"""The weights of a run: its one trainer, what the backend serves, and the checkpoints.
+
+One RSFT step goes through here once: ``update`` trains on the accepted rollouts and makes the
+backend serve the result; ``save`` writes a checkpoint and checks that the backend serves it.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from whale.model import model_weights_id, weights_id
+from whale.rollout.backends.base import Backend
+from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
+from whale.train.rsft import RSFTConfig, RSFTTrainer, StepStats
+from whale.types import Rollout
+
+
+class Weights:
+    def __init__(self, backend: Backend, config: RSFTConfig, base_model: Path, run_dir: Path):
+        self.backend, self.config, self.base_model = backend, config, base_model
+        self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
+        self.trainer: RSFTTrainer | None = None
+
+    @property
+    def id(self) -> str:
+        """The weights id the backend serves now."""
+        return self.backend.weights_id
+
+    def resume_step(self) -> int:
+        """The RSFT step the latest checkpoint was written after (0 without one)."""
+        ckpt = latest_checkpoint(self.ckpt_root)
+        return int(ckpt.name.split("-")[1]) if ckpt else 0
+
+    def start_training(self) -> None:
+        """Build the run's one trainer, resumed from its latest checkpoint (optimizer state included)."""
+        if self.trainer is None:
+            ckpt = latest_checkpoint(self.ckpt_root)
+            self.trainer = (RSFTTrainer.from_checkpoint(ckpt, self.config) if ckpt
+                            else RSFTTrainer(self.base_model, self.config))
+            self._publish()
+
+    def update(self, accepted: list[Rollout]) -> StepStats:
+        """One RSFT step on ``accepted``; the backend then serves the new weights (unless skipped)."""
+        self.start_training()
+        stats = self.trainer.step(accepted)
+        if not stats.skipped:
+            self._publish()
+        return stats
+
+    def save(self, step: int) -> str:
+        """Checkpoint the trainer as ``step-<step>``; return its weights id, checked as the served one."""
+        wid = save_checkpoint(self.trainer, checkpoint_dir(self.ckpt_root, step))
+        self.backend.check_serving(wid)
+        return wid
+
+    def serve(self, step: int) -> str:
+        """Serve the checkpoint written after ``step`` (the trainer, if any, moves there too)."""
+        ckpt = checkpoint_dir(self.ckpt_root, step)
+        if weights_id(ckpt) != self.id:
+            self.backend.load(str(ckpt))
+            if self.trainer is not None:
+                self.trainer.load_state(ckpt)
+                self._publish()
+        return self.id
+
+    def _publish(self) -> str:
+        """Make the backend serve the trainer's current weights and check that it does."""
+        expected = model_weights_id(self.trainer.model)
+        if hasattr(self.backend, "serve_model"):
+            self.backend.serve_model(self.trainer.model, expected)
+        else:  # a server: hand it a checkpoint directory to load
+            tmp = self.serving.with_name("serving.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.trainer.model.save_pretrained(tmp)
+            self.trainer.tokenizer.save_pretrained(tmp)
+            shutil.rmtree(self.serving, ignore_errors=True)
+            tmp.rename(self.serving)
+            self.backend.load(str(self.serving))
+        self.backend.check_serving(expected)
+        return expected
