@@ -197,11 +197,16 @@ class Store:
         return added
 
     def stored_rollouts(self, key: RolloutKey) -> list[Rollout] | None:
-        """The complete stored batch of ``key`` in key order, or None when any rollout is missing."""
+        """The complete stored batch of ``key``, or None when any rollout is missing.
+
+        The rows come back in the order the engine returned them (the key's examples as listed,
+        then sample index): the RSFT step that trains on a read-back batch must see the same rows
+        in the same order as the step that drew it, or a resumed run trains to other weights."""
         cur = self.con.execute(
             "SELECT * FROM rollouts WHERE run_id = $run AND phase = $phase AND harness_id = $harness "
             "AND weights_id = $weights AND list_contains($examples, example_id) AND sample_idx < $k "
-            "AND ($any_boundary OR (cycle = $cycle AND step = $step)) ORDER BY example_id, sample_idx",
+            "AND ($any_boundary OR (cycle = $cycle AND step = $step)) "
+            "ORDER BY list_position($examples, example_id), sample_idx",
             {"run": key.run_id, "phase": key.phase, "harness": key.harness_id, "weights": key.weights_id,
              "examples": list(key.example_ids), "k": key.k, "any_boundary": key.any_boundary,
              "cycle": key.cycle, "step": key.step})
