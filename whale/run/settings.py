@@ -203,7 +203,8 @@ def _describe(err: dict, where: _Locator) -> str:
         return f"{dotted} ({where(keys)}): unknown key; accepted: {', '.join(_accepted(keys[:-1]))}"
     if err["type"] == "missing":
         return f"{dotted}: missing (every key must be set in params.yaml)"
-    return f"{dotted} ({where(keys)}): {err['msg']} (got {err.get('input')!r})"
+    got = "" if err["type"] == "value_error" else f" (got {err.get('input')!r})"  # its message names the value
+    return f"{dotted} ({where(keys)}): {err['msg']}{got}"
 
 
 def _accepted(parent: list[str]) -> list[str]:
