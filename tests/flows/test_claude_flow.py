@@ -13,7 +13,7 @@ import duckdb
 from tests.support.messages_server import MessagesServer, message, text, tool_use
 from whale.testing import make_project
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 H0 = (ROOT / "harnesses" / "examples" / "chess_choice.py").read_text()
 CANDIDATE = H0.replace("Reply with the best move in UCI notation.",
                        "Checks and captures first. Reply with the best move in UCI notation.")

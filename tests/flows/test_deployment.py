@@ -22,7 +22,7 @@ import yaml
 
 from whale.testing import make_project
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

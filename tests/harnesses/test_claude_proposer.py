@@ -22,7 +22,7 @@ from whale.ids import harness_id
 from whale.store import Store
 from whale.types import Rollout
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 H0 = '''from harnesses.contract import BaseHarness, Prompt, Finish
 
 

@@ -16,7 +16,7 @@ from whale.report import write_report
 from whale.store import Store
 from whale.types import Rollout
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOMAIN = "math_reasoning"
 W0, W1, W2 = "0a1b2c3d4e5f", "1111aaaa2222", "3333bbbb4444"  # base, after cycle 1, after cycle 2
 V1, V2 = "5555cccc6666", "7777dddd8888"  # the whale run's weights after cycles 1 and 2
