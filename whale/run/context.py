@@ -80,12 +80,12 @@ class Run:
     def _check_same_run(self) -> None:
         """A run id names one (domain, condition, params): refuse to resume something else."""
         row = self.store.row("SELECT domain, condition, params FROM runs WHERE run_id = ?", [self.run_id])
-        params = json.loads(self.settings.as_json())
+        params = self.settings.as_json()
         if row is None:
             self.store.insert("runs", [{"run_id": self.run_id, "domain": self.domain_name,
-                                        "condition": self.condition.name, "params": self.settings.as_json()}])
+                                        "condition": self.condition.name, "params": params}])
         elif (row["domain"], row["condition"], json.loads(row["params"])) != (
-                self.domain_name, self.condition.name, params):
+                self.domain_name, self.condition.name, json.loads(params)):
             raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
                              "choose a new run id or delete runs/" + self.run_id)
 

@@ -63,7 +63,7 @@ class Weights:
                 self._publish()
         return self.id
 
-    def _publish(self) -> str:
+    def _publish(self) -> None:
         """Make the backend serve the trainer's current weights and check that it does."""
         expected = model_weights_id(self.trainer.model)
         if hasattr(self.backend, "serve_model"):
@@ -77,4 +77,3 @@ class Weights:
             tmp.rename(self.serving)
             self.backend.load(str(self.serving))
         self.backend.check_serving(expected)
-        return expected
