@@ -66,6 +66,11 @@ class Domain:
     def verify(self, example: Example, messages: list[dict], state: dict) -> Verdict:
         raise NotImplementedError
 
+    def mentions_gold(self, example: Example):
+        """A test ``text -> bool`` for the leak check (``whale/rollout/guards.py``), or None where the
+        domain cannot have one (chess: the legal-move list always holds the answer)."""
+        return None
+
 
 def last_assistant(messages: list[dict]) -> str:
     """The content of the last assistant message ('' when the model never spoke)."""
@@ -73,6 +78,15 @@ def last_assistant(messages: list[dict]) -> str:
         if m["role"] == "assistant":
             return m["content"]
     return ""
+
+
+def harness_prefix_len(messages: list[dict]) -> int:
+    """Characters at the start of the last assistant message that the harness wrote (its prefix):
+    an answer must start after them, so that only the model's tokens can earn a reward."""
+    for m in reversed(messages):
+        if m["role"] == "assistant":
+            return len(m.get("prefix", ""))
+    return 0
 
 
 def write_examples(path: Path, examples: list[Example]) -> None:

@@ -1,10 +1,17 @@
-"""The sandbox worker: runs one harness's hooks for many episodes, speaking JSON lines on stdio.
+"""The sandbox worker: runs one harness's hooks for many episodes inside the jail.
 
-Started by ``harnesses/sandbox.py`` as ``python -I -S _worker.py ROOT`` with a scrubbed
-environment and resource limits. Only ``harnesses.contract`` and an allow-list of standard
-modules can be imported by harness code; builtins that reach files or code objects are gone.
+Started by ``harnesses/sandbox.py`` as ``python -I -S /box/_worker.py /box FD CPU_S MEMORY_MB NPROC``
+in the bubblewrap jail (see ``harnesses/jail.py``). Requests come as JSON lines on stdin; replies go
+as length-prefixed frames on file descriptor FD, so nothing the harness prints (stdout and stderr go
+to a capped log) can be taken for a reply. The limits are set here, before any harness code runs.
+
+Only ``harnesses.contract`` and an allow-list of standard modules can be imported by harness code,
+and builtins that reach files or code objects are gone. These rules give friendly, early errors;
+they are not the boundary (the jail is), and the engine re-checks and clamps every reply.
 """
 import json
+import os
+import struct
 import sys
 import traceback
 
@@ -16,6 +23,19 @@ ALLOWED_MODULES = frozenset({
 FORBIDDEN_BUILTINS = ("open", "eval", "exec", "compile", "__import__", "globals", "locals",
                       "vars", "getattr", "setattr", "delattr", "breakpoint", "input", "help",
                       "exit", "quit", "memoryview")
+HEADER = struct.Struct(">Q")
+LOG_BYTES = 1 << 20
+
+
+def limit_self(cpu_s: int, memory_mb: int, nproc: int) -> None:
+    import resource
+
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LOG_BYTES, LOG_BYTES))  # the log is the only file it writes
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
 def _importer(real_import):
@@ -32,18 +52,11 @@ def load_harness(source: str, contract):
     safe = {k: v for k, v in vars(builtins).items() if k not in FORBIDDEN_BUILTINS}
     safe["__import__"] = _importer(builtins.__import__)
     module = {"__builtins__": safe, "__name__": "candidate_harness"}
-    exec(compile(source, "harness.py", "exec"), module)  # noqa: S102 (this is the sandbox)
+    exec(compile(source, "harness.py", "exec"), module)  # noqa: S102 (this runs inside the jail)
     cls = module.get("Harness")
     if not isinstance(cls, type) or not issubclass(cls, contract.BaseHarness):
         raise TypeError("the module must define `class Harness(BaseHarness)`")
     return cls
-
-
-def budget(instance, contract) -> dict:
-    turns, tokens = instance.max_turns, instance.token_budget
-    if not (isinstance(turns, int) and isinstance(tokens, int) and turns >= 1 and tokens >= 1):
-        raise TypeError("max_turns and token_budget must be positive ints")
-    return {"max_turns": min(turns, contract.HARD_MAX_TURNS), "token_budget": min(tokens, contract.HARD_TOKEN_BUDGET)}
 
 
 def serve(contract, send) -> None:
@@ -63,7 +76,8 @@ def serve(contract, send) -> None:
                 extra = {}
                 if hook == "start":
                     episodes[episode] = cls()
-                    extra = budget(episodes[episode], contract)
+                    # Reported as declared: the engine validates and clamps them.
+                    extra = {"max_turns": episodes[episode].max_turns, "token_budget": episodes[episode].token_budget}
                 action = getattr(episodes[episode], hook)(arg)
                 results.append([True, {**contract.to_wire(action), **extra}])
             except BaseException as e:  # a broken hook fails its episode, not the worker
@@ -74,19 +88,20 @@ def serve(contract, send) -> None:
 
 
 def main() -> None:
-    root = sys.argv[1]
+    root, fd, cpu_s, memory_mb, nproc = sys.argv[1], *map(int, sys.argv[2:6])
     sys.path.insert(0, root)
     from harnesses import contract
 
-    sys.path.remove(root)  # harness code must not reach the project's other modules
+    sys.path.remove(root)
     for name in ALLOWED_MODULES - {"harnesses", "harnesses.contract", "__future__"}:
         __import__(name)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # stray prints from harness code must not corrupt the protocol
+    limit_self(cpu_s, memory_mb, nproc)
 
     def send(obj):
-        out.write(json.dumps(obj) + "\n")
-        out.flush()
+        data = json.dumps(obj).encode("utf-8")
+        data = memoryview(HEADER.pack(len(data)) + data)
+        while data:
+            data = data[os.write(fd, data):]
 
     serve(contract, send)
 

@@ -14,7 +14,7 @@ from whale.files import write_atomic
 from whale.ids import harness_id
 from whale.store import Store
 
-STATUSES = ("ok", "invalid", "error", "pending")
+STATUSES = ("ok", "invalid", "error", "solves_without_model", "pending")
 
 
 def first_parents(hid: str, parents: Mapping[str, Sequence[str] | None]) -> list[str]:
@@ -62,6 +62,9 @@ class Archive:
         if status not in STATUSES:
             raise ValueError(f"unknown harness status {status!r}")
         self.store.execute("UPDATE harnesses SET status = ?, error = ? WHERE harness_id = ?", [status, error, hid])
+
+    def set_null_reward(self, hid: str, reward: float) -> None:
+        self.store.execute("UPDATE harnesses SET null_reward = ? WHERE harness_id = ?", [reward, hid])
 
     def status(self, hid: str) -> tuple[str, str | None] | None:
         row = self.store.query("SELECT status, error FROM harnesses WHERE harness_id = ?", [hid])

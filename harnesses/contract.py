@@ -22,7 +22,8 @@ Flow of one episode::
 Rules the engine enforces (the harness cannot change them):
 - The conversation is append-only: a ``Prompt`` adds messages, it never rewrites earlier ones,
   so the tokens the model trained on are exactly the tokens it saw.
-- ``max_turns`` caps assistant turns (clamped to ``HARD_MAX_TURNS``); reaching it ends the
+- The engine owns every limit and re-checks every reply in its own process: ``max_turns`` caps
+  assistant turns (clamped to ``HARD_MAX_TURNS``); reaching it ends the
   episode with stop reason ``turn_cap``. ``token_budget`` caps the tokens the model generates in
   the whole episode; each turn's ``max_new_tokens`` is cut to what is left, and running out
   ends the episode as ``truncated``.
@@ -35,8 +36,10 @@ wrote. Generation controls of a ``Prompt`` apply to the next assistant turn: ``m
 model continues; it is part of the assistant message but not of the trained tokens), and
 ``choices`` (the turn's output must be exactly one of these strings).
 
-Harness code runs in a sandbox (see ``harnesses/sandbox.py``): standard-library imports from an
-allow-list only, no files, no network, no environment variables, limited CPU, memory and time.
+Harness code runs in an OS jail (see ``harnesses/jail.py`` and ``harnesses/sandbox.py``):
+standard-library imports from an allow-list only, no files, no network, no environment
+variables, no other processes, limited CPU, memory, processes and time. A value over a cap is
+clamped and recorded in the rollout's verdict (``clamped``), never trusted.
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ from dataclasses import asdict, dataclass, field
 
 HARD_MAX_TURNS = 16
 HARD_TOKEN_BUDGET = 8192
+MAX_PROMPT_CHARS = 200_000  # all messages of one Prompt together
+MAX_CHOICES = 1024
+MAX_CHOICE_CHARS = 512
 ROLES = ("system", "user", "tool")
 
 
@@ -103,6 +109,8 @@ def to_wire(action) -> dict:
 
 def from_wire(data: dict):
     """Rebuild and check an action that came from a (untrusted) worker."""
+    if not isinstance(data, dict):
+        raise ValueError(f"an action must be an object, got {type(data).__name__}")
     kind = data.get("kind")
     if kind not in KINDS:
         raise ValueError(f"unknown action kind {kind!r}")
@@ -116,6 +124,8 @@ def from_wire(data: dict):
 
 
 def _check_prompt(p: Prompt) -> None:
+    if not isinstance(p.messages, list) or not isinstance(p.stop, list):
+        raise ValueError("messages and stop must be lists")
     for m in p.messages:
         if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
             raise ValueError(f"a message must be {{'role': one of {ROLES}, 'content': str}}, got {m!r}")
@@ -127,3 +137,8 @@ def _check_prompt(p: Prompt) -> None:
         raise ValueError("prefix must be a string")
     if p.choices is not None and not (p.choices and all(isinstance(c, str) and c for c in p.choices)):
         raise ValueError("choices must be None or a non-empty list of non-empty strings")
+    size = sum(len(m["content"]) for m in p.messages) + len(p.prefix) + sum(map(len, p.stop))
+    if size > MAX_PROMPT_CHARS:
+        raise ValueError(f"a Prompt carries {size} characters; the cap is {MAX_PROMPT_CHARS}")
+    if p.choices is not None and (len(p.choices) > MAX_CHOICES or max(map(len, p.choices)) > MAX_CHOICE_CHARS):
+        raise ValueError(f"choices are capped at {MAX_CHOICES} strings of at most {MAX_CHOICE_CHARS} characters")

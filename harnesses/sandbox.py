@@ -1,33 +1,33 @@
-"""Run untrusted harness code in a worker process with resource limits.
+"""Run untrusted harness code in a jailed worker process.
 
-Containment, in layers: a static check of the source (forbidden imports, dunder attributes,
-file and code builtins); a worker started isolated (``python -I -S``), in an empty directory,
-with a scrubbed environment (no API keys), CPU-time and address-space limits, no network
-namespace where the kernel allows it; restricted builtins and an import allow-list inside the
-worker; a wall-clock limit on every batch of hook calls and a size limit on every reply.
+The boundary is the OS jail (``harnesses/jail.py``: bubblewrap, an unprivileged uid, its own pid
+and network namespaces, no view of the project, a process cap) plus the limits the worker sets
+on itself (CPU time, address space, file size). In front of it, as friendly early errors, a
+static check of the source and, in the worker, restricted builtins and an import allow-list.
+Replies come as length-prefixed frames on a pipe of their own, within a wall-clock limit per
+batch of hook calls and a size limit per reply; the engine re-checks and clamps what they say.
 Anything that goes wrong becomes a ``SandboxError`` (the whole harness is broken) or a failed
 hook result (one episode is broken); neither can stop the caller.
 """
 from __future__ import annotations
 
 import ast
-import ctypes
 import json
 import os
-import resource
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harnesses._worker import ALLOWED_MODULES, FORBIDDEN_BUILTINS
+from harnesses._worker import ALLOWED_MODULES, FORBIDDEN_BUILTINS, HEADER
+from harnesses.jail import Jailed, JailSpec, python_binary
 
-ROOT = Path(__file__).resolve().parents[1]
-WORKER = Path(__file__).with_name("_worker.py")
-CLONE_NEWNET = 0x40000000
+HERE = Path(__file__).resolve().parent
+BOX_FILES = {"_worker.py": HERE / "_worker.py", "harnesses/__init__.py": HERE / "__init__.py",
+             "harnesses/contract.py": HERE / "contract.py"}
 
 
 @dataclass
@@ -36,6 +36,8 @@ class Limits:
     memory_mb: int = 1024
     hook_timeout_s: float = 10.0
     output_kb: int = 4096
+    jail: str = "bwrap"
+    max_processes: int = 32
 
 
 class SandboxError(RuntimeError):
@@ -67,35 +69,25 @@ def static_violations(source: str) -> list[str]:
     return found
 
 
-def _limit_child(limits: Limits):
-    def apply():
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        mem = limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-        try:  # an empty network namespace where permitted; the import allow-list holds regardless
-            ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
-        except Exception:
-            pass
-    return apply
-
-
 class HarnessSandbox:
-    """One worker process hosting a harness; ``calls`` runs hooks for many episodes at once."""
+    """One jailed worker hosting a harness; ``calls`` runs hooks for many episodes at once."""
 
     def __init__(self, source: str, limits: Limits | None = None, static_check: bool = True):
         self.limits = limits or Limits()
         bad = static_violations(source) if static_check else []
         if bad:
             raise SandboxError("static check failed:\n" + "\n".join(bad))
-        self._dir = tempfile.TemporaryDirectory(prefix="whale-harness-")
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(WORKER), str(ROOT)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self._dir.name, env=env,
-            preexec_fn=_limit_child(self.limits), text=True,
-        )
+        self._log = tempfile.TemporaryFile(prefix="whale-harness-")
+        self._replies, reply_end = os.pipe()
+        lim = self.limits
+        argv = [python_binary(), "-I", "-S", "{box}/_worker.py", "{box}", str(reply_end), str(lim.cpu_s),
+                str(lim.memory_mb), str(lim.max_processes)]
+        try:
+            self.jail = Jailed(JailSpec(lim.jail, lim.max_processes), argv, BOX_FILES, pass_fds=(reply_end,),
+                               stdin=subprocess.PIPE, stdout=self._log, stderr=self._log)
+        finally:
+            os.close(reply_end)  # the worker holds the only write end: its death reads as end of file
+        self.proc = self.jail.proc
         reply = self._request({"op": "load", "source": source})
         if not reply.get("ok"):
             self.close()
@@ -107,63 +99,77 @@ class HarnessSandbox:
             return []
         reply = self._request({"op": "calls", "calls": [list(c) for c in calls]})
         results = reply.get("results")
-        if not isinstance(results, list) or len(results) != len(calls):
+        if not isinstance(results, list) or len(results) != len(calls) or not all(
+                isinstance(r, list) and len(r) == 2 for r in results):
+            self.close()
             raise SandboxError("worker sent a malformed reply")
-        return [(bool(ok), payload) for ok, payload in results]
+        return [(ok is True, payload) for ok, payload in results]
 
     def _request(self, msg: dict) -> dict:
         if self.proc.poll() is not None:
             raise SandboxError(self._death())
         try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode("utf-8"))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise SandboxError(self._death()) from None
-        line = self._readline()
+        frame = self._read_frame()
         try:
-            return json.loads(line)
-        except json.JSONDecodeError:
+            reply = json.loads(frame)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            reply = None
+        if not isinstance(reply, dict):
             self.close()
-            raise SandboxError("worker sent output that is not JSON") from None
+            raise SandboxError("worker sent a reply that is not a JSON object")
+        return reply
 
-    def _readline(self) -> str:
-        cap = self.limits.output_kb * 1024
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        ready = sel.select(timeout=self.limits.hook_timeout_s)
-        sel.close()
-        if not ready:
-            self.close()
-            raise SandboxError(f"hook calls exceeded the wall-clock limit of {self.limits.hook_timeout_s}s")
-        line = self.proc.stdout.readline(cap + 1)
-        if len(line) > cap:
+    def _read_frame(self) -> bytes:
+        deadline = time.monotonic() + self.limits.hook_timeout_s
+        header = self._read_exactly(HEADER.size, deadline)
+        (size,) = HEADER.unpack(header)
+        if size > self.limits.output_kb * 1024:
             self.close()
             raise SandboxError(f"worker reply exceeded the output limit of {self.limits.output_kb} KB")
-        if not line:
-            raise SandboxError(self._death())
-        return line
+        return self._read_exactly(size, deadline)
+
+    def _read_exactly(self, n: int, deadline: float) -> bytes:
+        chunks, got = [], 0
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._replies, selectors.EVENT_READ)
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(timeout=left):
+                    self.close()
+                    raise SandboxError(f"hook calls exceeded the wall-clock limit of {self.limits.hook_timeout_s}s")
+                chunk = os.read(self._replies, min(n - got, 1 << 20))
+                if not chunk:
+                    raise SandboxError(self._death())
+                chunks.append(chunk)
+                got += len(chunk)
+        return b"".join(chunks)
 
     def _death(self) -> str:
-        code = self.proc.wait(timeout=5)
-        err = self.proc.stderr.read()[-2000:] if self.proc.stderr else ""
-        reason = {-signal.SIGXCPU: "CPU-time limit", -signal.SIGKILL: "killed (memory or CPU limit)"}.get(code)
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._log.seek(0)
+        err = self._log.read()[-4000:].decode("utf-8", errors="replace")
+        reason = {-signal.SIGXCPU: "CPU-time limit", -signal.SIGKILL: "killed (memory or CPU limit)",
+                  -signal.SIGXFSZ: "output log limit", 137: "killed (memory or CPU limit)"}.get(code)
         if "MemoryError" in err:
             reason = "memory limit"
+        self.close()
         return f"worker died ({reason or f'exit code {code}'}): {err.strip()[-800:]}"
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        """Tear the jail down; never raises (a failed cleanup must not stop the run)."""
+        self.jail.close()
+        for closing in (self.proc.stdin.close, self._log.close, lambda: os.close(self._replies)):
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                closing()
+            except OSError:
                 pass
-            self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                stream.close()
-            except (OSError, BrokenPipeError):
-                pass
-        self._dir.cleanup()
 
     def __enter__(self):
         return self

@@ -10,11 +10,14 @@ from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_
 from harnesses.validate import check_candidate, smoke_error
 from tasks import log
 from whale.files import write_json
+from whale.rollout.backends.null import NullBackend
+from whale.rollout.engine import Engine
 from whale.rollout.metrics import summarize
 from whale.run.context import Run, sandbox_limits
 from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
+NULL_SEED = 104729  # null-policy rollouts draw from a stream of their own
 
 
 def make_proposers(run: Run):
@@ -68,11 +71,27 @@ def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: b
     status = run.archive.status(harness_id)
     if status[0] != "pending":
         return status[0] == "ok"
-    reason = check_candidate(run.archive.source(harness_id), sandbox_limits(run.settings),
-                             run.archive.source(incumbent), prompt_only)
+    source = run.archive.source(harness_id)
+    reason = check_candidate(source, sandbox_limits(run.settings), run.archive.source(incumbent), prompt_only)
     if reason:
         run.archive.set_status(harness_id, "invalid", reason)
-    return reason is None
+        return False
+    null = null_reward(run, source)
+    run.archive.set_null_reward(harness_id, null)
+    limit = run.settings.harness_search.max_null_reward
+    if null > limit:
+        run.archive.set_status(harness_id, "solves_without_model",
+                               f"scores {null:.3f} on the harness split under the null policy (limit {limit}): "
+                               "its reward does not come from the model")
+        return False
+    return True
+
+
+def null_reward(run: Run, source: str) -> float:
+    """Mean reward on the harness split under the null policy (no model compute, not stored)."""
+    engine = Engine(NullBackend(run.engine.backend.tokenizer), run.domain, run.engine.sampling, run.engine.limits)
+    rollouts = engine.run(source, run.domain.examples("harness"), 1, run.settings.seed + NULL_SEED, progress=False)
+    return summarize(rollouts)["mean_at_k"]
 
 
 @task(cache_policy=NONE, task_run_name="evaluate_harness-{harness_id}-i{iteration}")

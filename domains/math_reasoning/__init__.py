@@ -7,7 +7,9 @@ from domains.base import Domain, write_examples
 from domains.math_reasoning import generate as _generate
 from domains.math_reasoning.environment import MathEnvironment, ToolLimits
 from domains.math_reasoning.load import load_rows
+from domains.math_reasoning.verify import mentions
 from domains.math_reasoning.verify import verify as _verify
+from harnesses.jail import JailSpec
 from whale.types import Example, Verdict, check_splits
 
 __all__ = ["MathDomain", "MathEnvironment", "ToolLimits", "load_rows", "make_domain"]
@@ -46,6 +48,9 @@ class MathDomain(Domain):
     def verify(self, example: Example, messages: list[dict], state: dict) -> Verdict:
         return _verify(messages, int(example.gold["answer"]))
 
+    def mentions_gold(self, example: Example):
+        return mentions(int(example.gold["answer"]))
 
-def make_domain(data_dir: str | Path = "data") -> MathDomain:
-    return MathDomain(data_dir)
+
+def make_domain(data_dir: str | Path = "data", jail: str = "bwrap", max_processes: int = 32) -> MathDomain:
+    return MathDomain(data_dir, ToolLimits(jail=JailSpec(jail, max_processes)))

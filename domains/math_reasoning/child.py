@@ -1,4 +1,4 @@
-"""Entry point of the Python tool's child process: ``python -I -S -c <this> MEMORY_MB CPU_S FSIZE``.
+"""Entry point of the Python tool's child process: ``python -I -S child.py MEMORY_MB CPU_S FSIZE NPROC``.
 
 It limits itself (resources, network namespace), installs an audit hook (see ``pytool.py`` for
 all the layers), then runs ``main.py`` from the working directory as ``__main__`` and prints a
@@ -22,8 +22,9 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 CLONE_NEWNET = 0x40000000
 
 
-def isolate(memory_mb, cpu_s, fsize):
-    """Resource limits, then a new empty network namespace where the kernel allows it."""
+def isolate(memory_mb, cpu_s, fsize, nproc):
+    """Resource limits, then a new empty network namespace where the kernel allows it (the jail
+    has made one already; this matters only with ``sandbox.jail: none``)."""
     import resource
 
     memory = memory_mb * 1024 * 1024
@@ -31,10 +32,8 @@ def isolate(memory_mb, cpu_s, fsize):
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:  # not enforced for root; the audit hook refuses fork and exec either way
-        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    except (ValueError, OSError):
-        pass
+    # Counted per user namespace; where the engine is root the jail's pids cgroup caps instead.
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     try:
         import ctypes
 
@@ -92,7 +91,7 @@ def run_main():
 
 
 if __name__ == "__main__":
-    isolate(*map(int, sys.argv[1:4]))
+    isolate(*map(int, sys.argv[1:5]))
     install_guard()
     del isolate, install_guard, BLOCKED, CHANGES, WRITE_FLAGS
     run_main()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from domains.base import Environment, Observation
 from domains.math_reasoning.pytool import run_python
 from harnesses.contract import Call
+from harnesses.jail import JailSpec
 from whale.types import Example
 
 
@@ -19,6 +20,7 @@ class ToolLimits:
     memory_mb: int = 512
     output_limit: int = 4096
     max_code_chars: int = 20000
+    jail: JailSpec = JailSpec()
 
 
 TOOL_ARGS = ("code", "timeout_s")
@@ -55,7 +57,8 @@ class MathEnvironment(Environment):
             self.tool_errors += 1
             return Observation({"error": problem})
         timeout = min(float(call.args.get("timeout_s", self.limits.default_timeout_s)), self.limits.max_timeout_s)
-        result = run_python(call.args["code"], timeout, self.limits.memory_mb, self.limits.output_limit)
+        result = run_python(call.args["code"], timeout, self.limits.memory_mb, self.limits.output_limit,
+                            self.limits.jail)
         return Observation({"tool": "python", **result})
 
     def _check(self, call: Call) -> str | None:

@@ -1,33 +1,34 @@
 """The Python tool: model-written code in a separate, limited process.
 
 Layers, outermost first:
+- the OS jail (``harnesses/jail.py``: bubblewrap, uid 65534, own pid and network namespaces, a
+  process cap, nothing of the project visible): the boundary. The child sees the Python runtime,
+  its entry point under ``/box`` and a fresh work directory at ``/work``, deleted afterwards;
 - a child ``python -I -S -X utf8`` (no site-packages, no user paths, no PYTHON* variables) with
-  an environment of two harmless variables (no PATH, no API keys), in a fresh temporary
-  directory that is deleted afterwards, in its own session (process group);
+  an empty environment;
 - resource limits the child sets on itself before any model code: address space, CPU seconds,
-  size of any file written (which also bounds the captured output), no core files, no new
-  processes where the kernel enforces it;
-- a new, empty network namespace when the kernel allows ``unshare(CLONE_NEWNET)``;
+  size of any file written (which also bounds the captured output), no core files, processes;
 - an audit hook installed before the model's code runs, whatever the namespace did: it refuses
   sockets, new processes, signals to other processes and ctypes, writes outside the working
   directory and reads outside the standard library and the working directory (so the data
-  directory, with its gold answers, cannot be opened). The hook is a second layer, not a jail;
-- a wall-clock timeout that kills the whole process group.
+  directory, with its gold answers, cannot be opened). It gives friendly errors; the jail holds;
+- a wall-clock timeout that kills the whole jail.
 """
 from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-# The child's entry point, passed with -c: it limits itself, installs the audit hook, runs main.py.
-CHILD = Path(__file__).with_name("child.py").read_text(encoding="utf-8")
+from harnesses.jail import Jailed, JailSpec, python_binary
+
+# The child's entry point: it limits itself, installs the audit hook, runs main.py.
+BOX_FILES = {"child.py": Path(__file__).with_name("child.py")}
+DEFAULT_JAIL = JailSpec()
 TRUNCATED = "\n[output truncated]"
 NO_OUTPUT = "[no output]"
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.S | re.I)
@@ -69,7 +70,8 @@ def prepare_code(text: str) -> str:
     return show_last_expression(extract_code(text))
 
 
-def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: int = 4096) -> dict:
+def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: int = 4096,
+               jail: JailSpec = DEFAULT_JAIL) -> dict:
     """Run ``code`` (a fenced block is extracted) and return {"output", "ok", "timed_out"}.
 
     ``output`` is stdout and stderr interleaved, at most ``output_limit`` characters, with a
@@ -88,7 +90,7 @@ def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: 
         out_path = Path(root, "output")
         fsize = max(65536, 4 * output_limit + 1024)
         with out_path.open("wb") as out:
-            returncode, timed_out = _run_child(work, out, timeout_s, memory_mb, fsize)
+            returncode, timed_out = _run_child(work, out, timeout_s, memory_mb, fsize, jail)
         raw = out_path.read_bytes()[:fsize].decode("utf-8", errors="replace")
     return {
         "output": _render(raw, returncode, timed_out, timeout_s, output_limit),
@@ -97,27 +99,15 @@ def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: 
     }
 
 
-def _run_child(work: Path, out, timeout_s: float, memory_mb: int, fsize: int) -> tuple[int, bool]:
-    limits = [str(memory_mb), str(math.ceil(timeout_s) + 1), str(fsize)]
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-X", "utf8", "-u", "-c", CHILD, *limits],
-        cwd=work, env={"HOME": str(work), "LC_ALL": "C.UTF-8"},
-        stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-    )
-    try:
-        return proc.wait(timeout=timeout_s), False
-    except subprocess.TimeoutExpired:
-        # Killed before it is reaped, so the group id cannot have been reused by anyone else.
-        _kill_group(proc.pid)
-        proc.wait()
-        return proc.returncode, True
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _run_child(work: Path, out, timeout_s: float, memory_mb: int, fsize: int, jail: JailSpec) -> tuple[int, bool]:
+    limits = [str(memory_mb), str(math.ceil(timeout_s) + 1), str(fsize), str(jail.max_processes)]
+    argv = [python_binary(), "-I", "-S", "-X", "utf8", "-u", "{box}/child.py", *limits]
+    with Jailed(jail, argv, BOX_FILES, workdir=work, stdin=subprocess.DEVNULL, stdout=out, stderr=out) as child:
+        try:
+            return child.proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            child.close()  # kills everything the code started, not only the first process
+            return child.proc.returncode, True
 
 
 def _render(raw: str, returncode: int, timed_out: bool, timeout_s: float, limit: int) -> str:

@@ -1,6 +1,8 @@
 """The math verifier: a strict ``\\boxed{}`` integer in the last assistant turn.
 
 Rules (the same for RSFT acceptance, harness scoring and the test split):
+- Only the last assistant message is read, and only what the model wrote: the box may open in a
+  harness prefix (``\\boxed{``), but its content must start after the prefix;
 - Only the last assistant message is read, so a box in an earlier turn, a tool output or a
   nudge earns nothing.
 - The last ``\\boxed{`` in that message is taken and its braces are matched (nested braces are
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from domains.base import last_assistant
+from domains.base import harness_prefix_len, last_assistant
 from whale.types import Verdict
 
 BOX = "\\boxed{"
@@ -45,12 +47,21 @@ def parse_integer(content: str) -> int | None:
     return int(stripped.replace(",", ""))
 
 
+def mentions(gold: int):
+    """Whether a text names the gold integer (as a whole number, with or without thousands commas)."""
+    forms = {str(abs(gold)), f"{abs(gold):,}"}
+    pattern = re.compile(r"(?<![\d,.])(?:" + "|".join(map(re.escape, forms)) + r")(?![\d]|,\d|\.\d)")
+    return lambda text: bool(pattern.search(text))
+
+
 def verify(messages: list[dict], gold: int) -> Verdict:
     """Reward 1.0 when the last assistant turn boxes exactly the gold integer."""
-    content = last_boxed(last_assistant(messages))
-    pred = None if content is None else parse_integer(content)
+    text = last_assistant(messages)
+    content = last_boxed(text)
+    in_prefix = content is not None and text.rfind(BOX) + len(BOX) < harness_prefix_len(messages)
+    pred = None if content is None or in_prefix else parse_integer(content)
     return Verdict(
         reward=1.0 if pred is not None and pred == gold else 0.0,
         formatted=pred is not None,
-        details={"pred": pred, "gold": gold, "boxed": content},
+        details={"pred": pred, "gold": gold, "boxed": content, **({"in_prefix": True} if in_prefix else {})},
     )

@@ -12,7 +12,7 @@ from domains.base import Domain, Environment, write_examples
 from domains.search_qa.environment import LazyIndex, SearchEnvironment
 from domains.search_qa.generate import build_encyclopaedia
 from domains.search_qa.load import load_corpus, write_corpus
-from domains.search_qa.verify import verify
+from domains.search_qa.verify import mentions, verify
 from whale.types import Example, Verdict
 
 
@@ -56,6 +56,9 @@ class SearchQA(Domain):
         if self.judge is not None:
             return self.judge.verify(example, messages, state)
         return verify(example.gold, messages, state)
+
+    def mentions_gold(self, example: Example):
+        return mentions(example.gold["answers"])
 
 
 def make_domain(data_dir: str | Path = "data", **options) -> SearchQA:

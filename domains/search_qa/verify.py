@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import string
 
-from domains.base import last_assistant
+from domains.base import harness_prefix_len, last_assistant
 from whale.types import Verdict
 
 OPEN, CLOSE = "<answer>", "</answer>"
@@ -24,20 +24,28 @@ def normalize_answer(s: str) -> str:
     return " ".join(_ARTICLES.sub(" ", s).split())
 
 
-def extract_answer(text: str) -> str | None:
-    """The text of the innermost ``<answer>…</answer>`` pair ending at the last closing tag."""
+def extract_answer(text: str, after: int = 0) -> str | None:
+    """The text of the innermost ``<answer>…</answer>`` pair ending at the last closing tag; None
+    when the answer would start before ``after`` (inside a harness prefix)."""
     end = text.rfind(CLOSE)
     if end < 0:
         return None
     start = text.rfind(OPEN, 0, end)
-    if start < 0:
+    if start < 0 or start + len(OPEN) < after:
         return None
     return text[start + len(OPEN):end].strip()
 
 
+def mentions(answers: list[str]):
+    """Whether a text names one of the gold answers (normalised, on word boundaries)."""
+    gold = [g for g in {normalize_answer(a) for a in answers} if g]
+    patterns = [re.compile(r"(?<!\w)" + re.escape(g) + r"(?!\w)") for g in gold]
+    return lambda text: any(p.search(normalize_answer(text)) for p in patterns)
+
+
 def judge(messages: list[dict], answers: list[str]) -> tuple[float, bool, str | None]:
     """``(reward, formatted, prediction)`` for a conversation against gold aliases."""
-    pred = extract_answer(last_assistant(messages))
+    pred = extract_answer(last_assistant(messages), harness_prefix_len(messages))
     if pred is None:
         return 0.0, False, None
     gold = {normalize_answer(a) for a in answers} - {""}

@@ -2,15 +2,10 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from domains.math_reasoning.pytool import extract_code, run_python, show_last_expression
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_prints_output():
@@ -64,20 +59,6 @@ def test_socket_connect_fails():
         code = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('connected')"
         result = run_python(code, 5)
     assert not result["ok"] and "connected" not in result["output"]
-
-
-def test_network_namespace_alone_blocks_loopback():
-    """Without the audit hook, the child's fresh network namespace has no usable loopback."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        code = (f"import sys, socket\nsys.path.insert(0, {str(ROOT)!r})\n"
-                "from domains.math_reasoning.child import isolate\nisolate(256, 5, 65536)\n"
-                f"socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=1)")
-        run = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=10)
-    if run.returncode == 0:
-        pytest.skip("unshare(CLONE_NEWNET) is not permitted here; the audit hook is the only network barrier")
-    assert "OSError" in run.stderr or "unreachable" in run.stderr
 
 
 def test_files_outside_the_scratch_directory_are_refused(tmp_path):

@@ -18,7 +18,7 @@ from harnesses.archive import first_parents
 from whale.store import Store, find_stores, read_through_snapshot, store_path
 
 FIELDS = ("harness_id", "domain", "parents", "origin", "hypothesis", "axis", "components",
-          "status", "error", "cycle", "iteration")
+          "status", "error", "cycle", "iteration", "null_reward")
 
 
 def run_dir_for(runs_dir: str | Path = "runs", run_id: str | None = None) -> Path:
@@ -108,7 +108,9 @@ def show(run_dir: str | Path, harness_id: str) -> str:
              f"  parents:    {', '.join(meta['parents'] or []) or '-'}",
              f"  axis:       {meta['axis'] or '-'}",
              f"  components: {', '.join(meta['components'] or []) or '-'}",
-             f"  hypothesis: {meta['hypothesis'] or '-'}"]
+             f"  hypothesis: {meta['hypothesis'] or '-'}",
+             f"  null reward: {'-' if meta['null_reward'] is None else format(meta['null_reward'], '.3f')}"
+             "  (harness split, a policy that ignores its input)"]
     if meta["error"]:
         lines.append("  error:      " + meta["error"].rstrip().replace("\n", "\n              "))
     if roles:

@@ -8,16 +8,18 @@ model generated.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from harnesses.contract import Call, Finish, Prompt, from_wire
+from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET, Call, Finish, Prompt, from_wire
 from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
 from whale.ids import harness_id, rollout_seed
 from whale.rollout.backends.base import Backend, GenRequest, Sampling
 from whale.rollout.chat import ChatFormat
+from whale.rollout.guards import leak
 from whale.types import Example, Rollout, RolloutContext
 
 
@@ -37,6 +39,8 @@ class Episode:
     max_turns: int = 1
     token_budget: int = 1
     last_finish: str = ""
+    clamped: dict = field(default_factory=dict)  # harness values over an engine cap: name -> [asked, used]
+    events: list[tuple[str, str]] = field(default_factory=list)  # (author, text) for the leak check
     stop_reason: str | None = None
     error: str | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -92,10 +96,13 @@ class Engine:
     def _drive(self, sandbox: HarnessSandbox, episodes: list[Episode], bar) -> None:
         for ep in episodes:
             ep.env = self.domain.environment(ep.example)
-        starts = sandbox.calls([(i, "start", ep.env.reset()) for i, ep in enumerate(episodes)])
+        first = [ep.env.reset() for ep in episodes]
+        for ep, obs in zip(episodes, first, strict=True):
+            ep.events.append(("env", _text(obs)))
+        starts = sandbox.calls([(i, "start", obs) for i, obs in enumerate(first)])
         for ep, (ok, payload) in zip(episodes, starts, strict=True):
             if ok:
-                ep.max_turns, ep.token_budget = payload.pop("max_turns"), payload.pop("token_budget")
+                ok, payload = self._budget(ep, payload)
             self._apply(ep, ok, payload, first=True)
         done = 0
         while True:
@@ -114,17 +121,38 @@ class Engine:
             for (i, _, _), (ok, payload) in zip(observe, sandbox.calls(observe), strict=True):
                 self._apply(episodes[i], ok, payload)
 
+    @staticmethod
+    def _budget(ep: Episode, payload) -> tuple[bool, object]:
+        """Take the harness's turn and token budgets, clamped to the engine's own caps (recorded)."""
+        if not isinstance(payload, dict):
+            return False, "start() reply is not an object"
+        asked = {"max_turns": payload.pop("max_turns", None), "token_budget": payload.pop("token_budget", None)}
+        for name, cap in (("max_turns", HARD_MAX_TURNS), ("token_budget", HARD_TOKEN_BUDGET)):
+            value = asked[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                return False, f"{name} must be a positive int, got {value!r}"
+            if value > cap:
+                ep.clamped[name] = [value, cap]
+            setattr(ep, name, min(value, cap))
+        return True, payload
+
     def _generate(self, eps: list[Episode]) -> None:
         requests = []
         for ep in eps:
             p = ep.prompt
             limit = min(p.max_new_tokens, ep.token_budget - ep.generated)
+            if p.max_new_tokens > ep.token_budget:
+                ep.clamped["max_new_tokens"] = [p.max_new_tokens, ep.token_budget]
             if p.choices:  # a choice must fit whole, whatever the harness asked for
                 limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
             requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices))
         for ep, res in zip(eps, self.backend.generate(requests, self.sampling), strict=True):
             ep.extend(res.ids, generated=True)
-            ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + self.chat.text(res.ids)})
+            text = self.chat.text(res.ids)
+            ep.events.append(("model", text))
+            # The prefix is part of what the model continued, but the harness wrote it: verifiers skip it.
+            prefix = {"prefix": ep.prompt.prefix} if ep.prompt.prefix else {}
+            ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + text, **prefix})
             ep.extend(self.chat.turn_end(res.ids), generated=False)
             ep.turns += 1
             ep.generated += len(res.ids)
@@ -146,7 +174,9 @@ class Engine:
             ep.end(self._answered_reason(ep))
         elif isinstance(action, Call):
             ep.tool_calls += 1
+            ep.events.append(("harness", _text(action.args)))
             obs = ep.env.step(action)
+            ep.events.append(("env", _text(obs.data)))
             if obs.done:
                 ep.end(self._answered_reason(ep))
             else:
@@ -163,6 +193,8 @@ class Engine:
             ep.end("truncated")
             return
         ep.messages += prompt.messages
+        written = [m["content"] for m in prompt.messages] + [prompt.prefix] + list(prompt.choices or [])
+        ep.events.append(("harness", "\n".join(written)))
         ep.extend(self.chat.opening(prompt.messages) if first else self.chat.continuation(prompt.messages), False)
         ep.extend(self.chat.encode(prompt.prefix), generated=False)
         ep.prompt = prompt
@@ -187,4 +219,15 @@ class Engine:
             state = ep.env.final_state() if ep.env is not None else {}
             verdict = self.domain.verify(ep.example, ep.messages, state)
             r.reward, r.formatted, r.verdict = float(verdict.reward), bool(verdict.formatted), verdict.details
+            mentions = self.domain.mentions_gold(ep.example)
+            reason = leak(ep.events, mentions) if mentions is not None and r.reward > 0 else None
+            if reason:
+                r.reward, r.verdict = 0.0, {**r.verdict, "leak": reason}
+        if ep.clamped:
+            r.verdict = {**r.verdict, "clamped": ep.clamped}
         return r
+
+
+def _text(data) -> str:
+    """An observation or tool arguments as the text the leak check searches."""
+    return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from domains import get_domain
 from harnesses.archive import Archive
+from harnesses.jail import check_jail
 from harnesses.sandbox import Limits
 from whale.model import EMBEDDED, export_model
 from whale.rollout.backends import make_backend
@@ -40,6 +41,8 @@ def model_dir(settings: Settings) -> Path:
 
 
 def make_engine(settings: Settings, domain, model: str | Path) -> Engine:
+    """The engine of a run or an evaluation; refuses to start when the jail cannot."""
+    check_jail(settings.sandbox.jail)
     b = settings.backend
     backend = make_backend(b.kind, str(model), settings.model.dtype, b.max_batch, b.base_url)
     return Engine(backend, domain, Sampling(**settings.sampling.model_dump()), sandbox_limits(settings))
@@ -58,6 +61,8 @@ def rsft_config(settings: Settings) -> RSFTConfig:
 def domain_for(settings: Settings, name: str):
     """The domain ``name`` with its verifier options from params.yaml."""
     options = settings.verifier.search_qa.model_dump() if name == "search_qa" else {}
+    if name == "math_reasoning":
+        options = {"jail": settings.sandbox.jail, "max_processes": settings.sandbox.max_processes}
     return get_domain(name, **options)
 
 

@@ -47,6 +47,8 @@ class SandboxSettings(Section):
     memory_mb: int = Field(ge=64)
     hook_timeout_s: float = Field(gt=0)
     output_kb: int = Field(ge=1)
+    jail: Literal["bwrap", "none"]
+    max_processes: int = Field(ge=4)
 
 
 class SplitSizes(Section):
@@ -99,6 +101,7 @@ class HarnessSearchSettings(Section):
     smoke_examples: int = Field(ge=0)
     recheck_top: int = Field(ge=0)
     recheck_samples: int = Field(ge=1)
+    max_null_reward: float = Field(ge=0, le=1)
     claude: ClaudeSettings
 
 

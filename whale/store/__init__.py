@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS harnesses (
     origin VARCHAR, hypothesis VARCHAR, axis VARCHAR, components VARCHAR[],
     status VARCHAR, error VARCHAR, cycle INTEGER, iteration INTEGER,
     created_at TIMESTAMP DEFAULT current_timestamp);
+-- the null-policy reward of a candidate (harnesses/validate.py): how much it scores without the model
+ALTER TABLE harnesses ADD COLUMN IF NOT EXISTS null_reward DOUBLE;
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR, harness_id VARCHAR, weights_id VARCHAR, split VARCHAR, cycle INTEGER,
     iteration INTEGER, n INTEGER, mean_reward DOUBLE, format_rate DOUBLE,
