@@ -115,6 +115,9 @@ def proposer_view(ctx: ProposerContext) -> duckdb.DuckDBPyConnection:
     else:
         _copy_through(view, ctx.store.cursor())
     view.execute("SET enable_external_access = false")
+    # A query the proposer writes may not take the machine's memory or every core from the run.
+    view.execute("SET memory_limit = '1GB'")
+    view.execute("SET threads = 1")
     view.execute("SET lock_configuration = true")
     return view
 

@@ -12,13 +12,13 @@ import re
 import duckdb
 
 from harnesses.proposers.base import AXES, Candidate, ProposerContext
+from harnesses.proposers.sql_tool import DEFAULT_SQL_LIMITS, SqlLimits, SqlRefused, run_select
+from harnesses.proposers.sql_tool import cap as _cap
 from harnesses.sandbox import static_violations
 from harnesses.validate import prompt_only_violation
 from whale.ids import harness_id
 
 MAX_RESULT_CHARS = 30_000  # any one tool result
-SQL_MAX_ROWS = 200
-SQL_MAX_CHARS = 12_000
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 SPECS = [
@@ -63,9 +63,11 @@ class ToolError(Exception):
 class Workbench:
     """The tools of one proposer session over a read-only view of the run."""
 
-    def __init__(self, ctx: ProposerContext, view: duckdb.DuckDBPyConnection):
+    def __init__(self, ctx: ProposerContext, view: duckdb.DuckDBPyConnection,
+                 sql_limits: SqlLimits = DEFAULT_SQL_LIMITS):
         self.ctx = ctx
         self.view = view
+        self.sql_limits = sql_limits
         self.candidates: list[Candidate] = []
         self.finished = False
 
@@ -73,9 +75,8 @@ class Workbench:
         specs = [dict(s) for s in SPECS]
         sql = next(s for s in specs if s["name"] == "sql")
         sql["description"] = (
-            f"Run one read-only SELECT/WITH query (DuckDB SQL; at most {SQL_MAX_ROWS} rows and "
-            f"{SQL_MAX_CHARS} characters come back). Only harness-split rows exist here. "
-            f"Tables:\n{self.schema()}")
+            f"Run one read-only SELECT/WITH query (DuckDB SQL; {self.sql_limits.describe()}). "
+            f"Only harness-split rows exist here. Tables:\n{self.schema()}")
         return specs
 
     def schema(self) -> str:
@@ -137,17 +138,10 @@ class Workbench:
         return text + (f"\n\n# {readme.name}\n{readme.read_text()}" if readme.is_file() else "")
 
     def tool_sql(self, query: str) -> str:
-        check_select(query)
         try:
-            cur = self.view.execute(query)
-            rows = cur.fetchmany(SQL_MAX_ROWS + 1)
-        except duckdb.Error as e:
-            raise ToolError(f"{type(e).__name__}: {e}") from None
-        names = [d[0] for d in cur.description]
-        lines = ["\t".join(names)] + ["\t".join(_cell(v) for v in r) for r in rows[:SQL_MAX_ROWS]]
-        if len(rows) > SQL_MAX_ROWS:
-            lines.append(f"... more than {SQL_MAX_ROWS} rows: aggregate or add LIMIT")
-        return _cap("\n".join(lines) if rows else "\t".join(names) + "\n(0 rows)", SQL_MAX_CHARS)
+            return run_select(self.view, query, self.sql_limits)
+        except SqlRefused as e:
+            raise ToolError(str(e)) from None
 
     def tool_write_candidate(self, source: str, hypothesis: str, axis: str, components: list,
                              parents: list | None = None) -> str:
@@ -189,21 +183,6 @@ class Workbench:
         return (self.ctx.archive_dir / f"{self.ctx.incumbent_id}.py").read_text()
 
 
-def check_select(query: str) -> None:
-    """Refuse anything but one SELECT/WITH statement."""
-    if not isinstance(query, str) or not query.strip():
-        raise ToolError("query must be a non-empty string")
-    try:
-        statements = duckdb.extract_statements(query)
-    except duckdb.Error as e:
-        raise ToolError(f"{type(e).__name__}: {e}") from None
-    if len(statements) != 1:
-        raise ToolError("send exactly one statement")
-    head = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)*", "", query, flags=re.S).split(None, 1)[0].upper()
-    if statements[0].type != duckdb.StatementType.SELECT or head not in ("SELECT", "WITH"):
-        raise ToolError("only SELECT or WITH queries are allowed")
-
-
 def check_source(source: str, incumbent: str | None = None) -> str | None:
     """What is wrong with a candidate module, or None. ``incumbent``: prompt-only mode.
 
@@ -227,14 +206,3 @@ def _score(row: tuple) -> dict:
     keys = ("weights_id", "cycle", "iteration", "n", "mean_reward", "format_rate",
             "truncation_rate", "error_rate", "mean_turns")
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in zip(keys, row[1:], strict=False)}
-
-
-def _cell(v) -> str:
-    s = str(v) if v is not None else "NULL"
-    return _cap(s.replace("\t", " ").replace("\n", "\\n"), 2000)
-
-
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n... [cut: {len(text) - limit} more characters]"

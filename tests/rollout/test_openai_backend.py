@@ -160,7 +160,7 @@ def test_bad_requests_get_clear_errors(server):
 
 
 def test_weights_id_and_hot_swap(model_dir, other_dir, requests):
-    srv = make_server(str(model_dir), max_batch=8).start()
+    srv = make_server(str(model_dir), max_batch=8, allow_load=True, load_roots=[other_dir]).start()
     try:
         old = weights_id(model_dir)
         models = httpx.get(f"{srv.base_url}/models")

@@ -9,114 +9,32 @@ constraint as ``structured_outputs: {"choice": [...]}`` (vLLM >= 0.10.2) or the 
 
 Requests arriving within ``window_s`` of each other share one backend call. ``/v1/models`` and
 every response report the served weights id (``weights_id``, header ``x-whale-weights-id``).
-``POST /v1/load {"model_dir": ...}`` swaps weights between batches; a vLLM server is restarted.
+``POST /v1/load {"model_dir": ...}`` swaps weights between batches, only on a server started with
+``allow_load`` and only from directories under ``load_roots``; a vLLM server is restarted. There
+is no authentication: the server binds to loopback unless told otherwise, and ``serve_checks``
+bounds what one request may cost before it is read, tokenised or generated.
 """
 from __future__ import annotations
 
 import json
-import queue
 import random
+import sys
 import threading
 import time
 import uuid
-from concurrent.futures import Future
-from dataclasses import astuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from whale.rollout.backends.base import GenRequest, Sampling
+from whale.rollout import serve_checks as checks
+from whale.rollout.backends.base import GenRequest
 from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.batcher import Batcher
 from whale.rollout.chat import ChatFormat
+from whale.rollout.serve_checks import HTTPError, ServeLimits
 
 WINDOW_S = 0.01  # a batch closes when no request has arrived for this long (or when it is full)
 CHAT_MAX_TOKENS = 512  # chat requests without max_tokens; vLLM would fill the context instead
 WEIGHTS_HEADER = "x-whale-weights-id"
-
-
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError"):
-        super().__init__(message)
-        self.status, self.kind = status, kind
-
-
-class Batcher:
-    """A queue and one worker thread: close arrivals share one ``backend.generate`` call."""
-
-    def __init__(self, backend: TransformersBackend, max_batch: int, window_s: float):
-        self.backend, self.max_batch, self.window_s = backend, max_batch, window_s
-        self.jobs: queue.Queue = queue.Queue()
-        self.lock = threading.Lock()  # a weight swap never lands in the middle of a batch
-        self.calls = 0  # backend.generate calls so far (tests check that arrivals were batched)
-        self.worker = threading.Thread(target=self._loop, name="whale-batcher", daemon=True)
-        self.worker.start()
-
-    def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[tuple]:
-        """(GenResult, weights id that produced it) per request, once generated."""
-        futures = [Future() for _ in requests]
-        for req, fut in zip(requests, futures, strict=False):
-            self.jobs.put((req, sampling, fut))
-        return [f.result() for f in futures]
-
-    def close(self) -> None:
-        self.jobs.put(None)
-        self.worker.join(timeout=30)
-
-    def _collect(self) -> list | None:
-        first = self.jobs.get()
-        if first is None:
-            return None
-        jobs = [first]
-        while len(jobs) < self.max_batch:
-            try:
-                job = self.jobs.get(timeout=self.window_s)
-            except queue.Empty:
-                break
-            if job is None:  # shut down after this batch
-                self.jobs.put(None)
-                break
-            jobs.append(job)
-        return jobs
-
-    def _loop(self) -> None:
-        while (jobs := self._collect()) is not None:
-            groups: dict[tuple, list] = {}  # one backend call per distinct sampling
-            for job in jobs:
-                groups.setdefault(astuple(job[1]), []).append(job)
-            with self.lock:
-                for group in groups.values():
-                    self.calls += 1
-                    try:
-                        results = self.backend.generate([j[0] for j in group], group[0][1])
-                    except Exception as e:  # noqa: BLE001 - the error belongs to the waiting requests
-                        for j in group:
-                            j[2].set_exception(e)
-                        continue
-                    for j, res in zip(group, results, strict=False):
-                        j[2].set_result((res, self.backend.weights_id))
-
-
-def _stop_list(value) -> list[str]:
-    value = [value] if isinstance(value, str) else value or []
-    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-        raise HTTPError(400, "stop must be a string or a list of non-empty strings")
-    return value
-
-
-def _choices(body: dict) -> list[str] | None:
-    structured = body.get("structured_outputs") or {}
-    unsupported = sorted(k for k, v in structured.items() if k != "choice" and v is not None)
-    if unsupported:
-        raise HTTPError(400, f"structured_outputs: only 'choice' is supported, got {unsupported}")
-    choices = structured.get("choice") or body.get("guided_choice")
-    if choices is not None and (not choices or not all(isinstance(c, str) and c for c in choices)):
-        raise HTTPError(400, "choice must be a non-empty list of non-empty strings")
-    return choices
-
-
-def _sampling(body: dict) -> Sampling:
-    """vLLM's defaults for absent fields; top_k <= 0 (vLLM's -1 or 0) means no top-k."""
-    t, p, k = (body.get(key) for key in ("temperature", "top_p", "top_k"))
-    return Sampling(1.0 if t is None else float(t), 1.0 if p is None else float(p), max(int(k or 0), 0))
 
 
 class WhaleServer(ThreadingHTTPServer):
@@ -124,9 +42,10 @@ class WhaleServer(ThreadingHTTPServer):
     daemon_threads, request_queue_size = True, 1024
 
     def __init__(self, backend: TransformersBackend, host: str, port: int, max_batch: int,
-                 window_s: float, allow_load: bool, served_model_name: str | None):
+                 window_s: float, allow_load: bool, served_model_name: str | None,
+                 limits: ServeLimits, load_roots: tuple[Path, ...]):
         super().__init__((host, port), _Handler)
-        self.backend, self.allow_load = backend, allow_load
+        self.backend, self.allow_load, self.load_roots, self.limits = backend, allow_load, load_roots, limits
         self.model_name = served_model_name or Path(backend.model_dir).name
         self.chat_format = ChatFormat(backend.tokenizer)
         self.batcher = Batcher(backend, max_batch, window_s)
@@ -155,11 +74,10 @@ class WhaleServer(ThreadingHTTPServer):
         return {"object": "list", "data": [entry]}
 
     def load(self, body: dict) -> dict:
-        if not self.allow_load:
-            raise HTTPError(404, "this server does not swap weights (started without /v1/load)", "NotFoundError")
-        model_dir = body.get("model_dir")
-        if not isinstance(model_dir, str) or not any(Path(model_dir).glob("*.safetensors")):
-            raise HTTPError(400, f"model_dir must name a checkpoint directory with *.safetensors, got {model_dir!r}")
+        if not self.allow_load:  # 404 as on vLLM: OpenAIBackend.load then accepts a server already on the checkpoint
+            raise HTTPError(404, "this server does not swap weights: start it with --allow-load to enable "
+                                 "/v1/load, or restart it on the new checkpoint", "NotFoundError")
+        model_dir = checks.load_dir(body.get("model_dir"), self.load_roots)
         with self.batcher.lock:  # between batches
             wid = self.backend.load(model_dir)
         self.chat_format = ChatFormat(self.backend.tokenizer)
@@ -168,21 +86,33 @@ class WhaleServer(ThreadingHTTPServer):
 
     def completions(self, body: dict) -> dict:
         prompt = body.get("prompt")
-        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
+        if isinstance(prompt, str) or checks.is_token_ids(prompt):
             prompt = [prompt]
         if not isinstance(prompt, list) or not prompt:
             raise HTTPError(400, "prompt must be a string, a list of token ids, or a list of either")
+        n, max_tokens = self._asked(body, len(prompt), "max_tokens", 16)
+        for p in prompt:  # sizes before any tokenising
+            checks.prompt_size(p, self.limits, self.context_len)
         prompts = [self._ids(p) for p in prompt]
-        return self._generate(body, prompts, body.get("max_tokens") or 16, "text_completion", lambda t: {"text": t})
+        return self._generate(body, prompts, n, max_tokens, "text_completion", lambda t: {"text": t})
 
     def chat(self, body: dict) -> dict:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise HTTPError(400, "messages must be a non-empty list")
+        key = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
+        n, max_tokens = self._asked(body, 1, key, CHAT_MAX_TOKENS)
+        checks.prompt_size(messages, self.limits, self.context_len)
         ids = self.chat_format.opening(messages)
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or CHAT_MAX_TOKENS
-        return self._generate(body, [ids], max_tokens, "chat.completion",
+        return self._generate(body, [ids], n, max_tokens, "chat.completion",
                               lambda t: {"message": {"role": "assistant", "content": t}})
+
+    def _asked(self, body: dict, prompts: int, key: str, default: int) -> tuple[int, int]:
+        """(n, max_tokens) of a request, within the server's limits."""
+        n = checks.completions_asked(body, prompts, self.limits)
+        cap = self.limits.max_tokens or self.context_len
+        why = "the model's context length" if self.limits.max_tokens is None else "the server's max_tokens limit"
+        return n, checks.positive_int(body, key, min(default, cap), cap, why)
 
     def _ids(self, prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -192,23 +122,16 @@ class WhaleServer(ThreadingHTTPServer):
             raise HTTPError(400, f"a token-id prompt must be a non-empty list of ints in [0, {vocab})")
         return prompt
 
-    def _generate(self, body: dict, prompts: list[list[int]], max_tokens, kind: str, shape) -> dict:
-        if body.get("stream"):
-            raise HTTPError(400, "stream is not supported by whale serve")
-        if body.get("logprobs") or body.get("echo"):
-            raise HTTPError(400, "logprobs and echo are not supported by whale serve")
-        n = int(body.get("n") or 1)
-        if not isinstance(max_tokens, int) or max_tokens < 1 or n < 1:
-            raise HTTPError(400, "max_tokens and n must be positive integers")
+    def _generate(self, body: dict, prompts: list[list[int]], n: int, max_tokens: int, kind: str, shape) -> dict:
         longest = max(len(p) for p in prompts)
         if longest + max_tokens > self.context_len:
             raise HTTPError(400, f"prompt ({longest} tokens) + max_tokens ({max_tokens}) exceeds the "
                                  f"model's context of {self.context_len} tokens")
         seed = body.get("seed")
         seed = random.SystemRandom().getrandbits(48) if seed is None else int(seed)
-        stops, choices = _stop_list(body.get("stop")), _choices(body)
+        stops, choices = checks.stop_list(body.get("stop")), checks.choices(body)
         requests = [GenRequest(p, max_tokens, seed + i, stops, choices) for p in prompts for i in range(n)]
-        done = self.batcher.submit(requests, _sampling(body))
+        done = self.batcher.submit(requests, checks.sampling(body))
         keep_stop = body.get("include_stop_str_in_output", False)
         choices_out = [self._choice(i, req, res, keep_stop, body.get("return_token_ids"), shape)
                        for i, (req, (res, _)) in enumerate(zip(requests, done, strict=False))]
@@ -238,6 +161,7 @@ class WhaleServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     server: WhaleServer
+    unread_body = False  # a refused POST body left in the socket: the connection closes after the answer
 
     def log_message(self, fmt, *args) -> None:  # one line per request would drown the run's logs
         pass
@@ -249,9 +173,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._route({"/v1/completions": self.server.completions, "/v1/chat/completions": self.server.chat,
                      "/v1/load": self.server.load}, post=True)
 
+    def handle_expect_100(self) -> bool:
+        """Refuse an oversized body before the client sends it (curl asks first for large bodies)."""
+        try:
+            checks.body_length(self.headers, self.server.limits.max_body_bytes)
+        except HTTPError as e:
+            self.unread_body = True
+            self._refuse(e)
+            return False
+        return super().handle_expect_100()
+
     def _json(self) -> dict:
-        try:  # read the body even for a bad route: the connection is kept alive
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        size = checks.body_length(self.headers, self.server.limits.max_body_bytes)  # before reading any of it
+        raw = self.rfile.read(size)  # read even for a bad route: the connection is kept alive
+        self.unread_body = False
+        try:
+            body = json.loads(raw or b"{}")
         except ValueError as e:
             raise HTTPError(400, f"bad JSON body: {e}") from None
         if not isinstance(body, dict):
@@ -260,16 +197,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, routes: dict, post: bool) -> None:
         handler = routes.get(self.path.split("?")[0].rstrip("/"))
+        self.unread_body = post
         try:
             body = self._json() if post else None
             if handler is None:
                 raise HTTPError(404, f"no route {self.command} {self.path}", "NotFoundError")
             self._send(200, handler(body))
         except HTTPError as e:
-            self._send(e.status, {"error": {"message": str(e), "type": e.kind, "code": e.status}})
+            self._refuse(e)
         except Exception as e:  # noqa: BLE001 - report, keep serving
             self._send(500, {"error": {"message": f"{type(e).__name__}: {e}", "type": "InternalServerError",
                                        "code": 500}})
+
+    def _refuse(self, e: HTTPError) -> None:
+        self._send(e.status, {"error": {"message": str(e), "type": e.kind, "code": e.status}})
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -277,23 +218,38 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header(WEIGHTS_HEADER, payload.get("weights_id") or self.server.backend.weights_id)
+        if self.unread_body:  # the next request would be parsed from the middle of this one's body
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
 
 def make_server(model_dir: str, host: str = "127.0.0.1", port: int = 0, dtype: str = "float32",
-                max_batch: int = 32, window_s: float = WINDOW_S, allow_load: bool = True,
-                served_model_name: str | None = None) -> WhaleServer:
-    """A server bound to (host, port) (0 = any free port); call ``.start()`` or ``.serve_forever()``."""
+                max_batch: int = 32, window_s: float = WINDOW_S, allow_load: bool = False,
+                served_model_name: str | None = None, limits: ServeLimits | None = None,
+                load_roots: tuple[str | Path, ...] | None = None) -> WhaleServer:
+    """A server bound to (host, port) (0 = any free port); call ``.start()`` or ``.serve_forever()``.
+
+    ``/v1/load`` works only with ``allow_load`` and for directories under ``load_roots`` (default:
+    ``data/`` and ``runs/`` of the working directory).
+    """
     backend = TransformersBackend(str(model_dir), dtype=dtype, max_batch=max_batch)
-    return WhaleServer(backend, host, port, max_batch, window_s, allow_load, served_model_name)
+    roots = tuple(Path(r) for r in load_roots) if load_roots is not None else checks.default_load_roots()
+    return WhaleServer(backend, host, port, max_batch, window_s, allow_load, served_model_name,
+                       limits or ServeLimits(), roots)
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, dtype: str = "float32",
-          max_batch: int = 32) -> None:
+          max_batch: int = 32, allow_load: bool = False, limits: ServeLimits | None = None,
+          load_roots: tuple[str | Path, ...] | None = None) -> None:
     """Serve ``model_dir`` until interrupted (``whale serve``)."""
-    server = make_server(model_dir, host, port, dtype, max_batch)
-    print(f"whale serve: {server.model_name} (weights {server.backend.weights_id}) at {server.base_url}", flush=True)
+    server = make_server(model_dir, host, port, dtype, max_batch, allow_load=allow_load, limits=limits,
+                         load_roots=load_roots)
+    if not checks.is_loopback(host):
+        print(f"whale serve: WARNING: listening on {host}, beyond this machine; the server has no "
+              "authentication, so anyone who can reach it can use it", file=sys.stderr, flush=True)
+    print(f"whale serve: {server.model_name} (weights {server.backend.weights_id}) at {server.base_url}"
+          + (f"; /v1/load reads from {', '.join(map(str, server.load_roots))}" if allow_load else ""), flush=True)
     try:
         server.serve_forever()
     finally:
