@@ -46,6 +46,7 @@ def run_dir(tmp_path):
     child = archive.add(CHILD, origin="offline", parents=[seed], hypothesis="one more turn lets the model retry",
                         axis="budget", components=["turns"], cycle=1, iteration=2)
     archive.set_status(child, "ok")
+    archive.set_null_reward(child, 0.0625)
     grand = archive.add(GRANDCHILD, origin="claude", parents=[child, seed], hypothesis="shorter turns truncate less",
                         cycle=2, iteration=2)
     archive.set_status(grand, "ok")
@@ -65,6 +66,7 @@ def test_show_lists_metadata_scores_roles_and_source(run_dir):
     assert out.startswith(f"harness {ids['child']}  (math_reasoning, origin offline, status ok)")
     assert f"parents:    {ids['seed']}" in out
     assert "hypothesis: one more turn lets the model retry" in out
+    assert "null reward: 0.062" in out and "null reward: -" in show(d, ids["seed"])
     assert "phases:     accepted c1, weights c2, accepted c2" in out
     assert f"weights {W0}  harness c1 i2  mean 0.500 over 16" in out
     assert f"weights {W1}  harness c2 i1  mean 0.625 over 16" in out
