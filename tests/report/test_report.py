@@ -160,7 +160,9 @@ def test_metrics_best_and_equal_rollouts(report):
     # weight_only reaches 0.375 at 16 rollouts and again at 32: the best is the first point reaching it
     assert m["weight_only"] == {"run_id": f"{DOMAIN}-weight_only", "k": K, "best_mean_at_k": 0.375,
                                 "rollouts_at_best": 16, "final_mean_at_k": 0.375, "final_rollouts": 32,
-                                "at_equal_rollouts": 0.375, "equal_rollout_budget": 32}
+                                "at_equal_rollouts": 0.375, "equal_rollout_budget": 32,
+                                # per-example final rewards 1, .5, 0, 0: resampling 4 examples spans 0 to .75
+                                "final_ci95": [0.0, 0.75]}
     # whale's best (0.625) needs 48 rollouts; within B = 32 (inclusive) its best is the harness point at 32
     assert (m["whale"]["best_mean_at_k"], m["whale"]["rollouts_at_best"]) == (0.625, 48)
     assert (m["whale"]["at_equal_rollouts"], m["whale"]["equal_rollout_budget"]) == (0.5, 32)
@@ -172,8 +174,10 @@ def test_metrics_best_and_equal_rollouts(report):
 def test_tables_show_the_inserted_values(report):
     text = report["text"]
     assert "Equal-rollout budget B = 32 rollouts" in text
-    assert re.search(r"<td>whale</td><td>math_reasoning-whale</td><td class=\"num\">0\.6250</td>"
+    assert re.search(r"<td>whale</td><td>math_reasoning-whale</td><td class=\"num\">0\.6250</td><td>\[[0-9.]+, "
+                     r"[0-9.]+\]</td><td class=\"num\">48</td><td class=\"num\">0\.6250</td>"
                      r"<td class=\"num\">48</td><td class=\"num\">0\.5000</td>", text)
+    assert "Paired comparison of the final scores" in text and "weight_only - whale" in text
     # rollouts by phase: weight 32, harness 4 x 4, eval 4 x 8 for the whale run
     assert re.search(r"<td>math_reasoning-whale</td><td class=\"num\">32</td><td class=\"num\">16</td>"
                      r"<td class=\"num\">32</td><td class=\"num\">80</td>", text)

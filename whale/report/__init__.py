@@ -18,6 +18,8 @@ from pathlib import Path
 from whale.files import write_atomic
 from whale.report import analysis as ra
 from whale.report import plots as rp
+from whale.report.compare import compare
+from whale.report.compare import render as render_comparison
 from whale.report.data import RunData, load_runs
 from whale.report.html import render
 
@@ -60,6 +62,7 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
         "domain": domain, "anchor": _safe(domain), "empty": False, "budget": budget, "conditions": rows,
         "series": series, "decomposition": decomposition, "rollouts": rollouts, "proposer": proposer,
         "lineages": _lineages(domain, runs, names, folder), "unevaluated": unevaluated,
+        "comparison": _comparison(runs, domain),
         "images": {
             "curve": rp.plot_curves(domain, series, budget, folder / "curves.png"),
             "decomposition": rp.plot_decomposition(domain, decomposition, folder / "decomposition.png"),
@@ -67,6 +70,13 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
             "proposer": rp.plot_proposer(domain, proposer, folder / "proposer_cost.png"),
         },
     }
+
+
+def _comparison(runs: list[RunData], domain: str) -> str:
+    try:
+        return render_comparison(compare(runs, domain))
+    except ValueError as e:
+        return f"no paired comparison: {e}"
 
 
 def _lineages(domain: str, runs: list[RunData], names: dict[str, str], folder: Path) -> list[dict]:
@@ -94,7 +104,7 @@ def metrics(domains: list[dict]) -> dict:
             "run_id": r["run_id"], "k": r["k"], "best_mean_at_k": r["best_mean_at_k"],
             "rollouts_at_best": r["rollouts_at_best"], "at_equal_rollouts": r["at_equal_rollouts"],
             "equal_rollout_budget": d["budget"], "final_mean_at_k": r["final_mean_at_k"],
-            "final_rollouts": r["final_rollouts"]} for r in d["conditions"]}
+            "final_rollouts": r["final_rollouts"], "final_ci95": r["final_ci"]} for r in d["conditions"]}
     return out
 
 

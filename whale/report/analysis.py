@@ -5,12 +5,17 @@ import difflib
 import shlex
 
 from harnesses.archive import first_parents
+from whale.report.compare import final_rewards
 from whale.report.data import RunData
+from whale.report.stats import estimate
 from whale.train.checkpoint import checkpoint_dir
 
 RULES = """\
 Rules used on this page:
-  * best: a run's highest test mean@k over its phase-boundary evaluations; "rollouts at best" is
+  * final: a run's last test evaluation, with its 95 % bootstrap interval over test examples; the
+    comparison block pairs conditions on the same examples (and seeds): `whale compare`.
+  * best: a run's highest test mean@k over its phase-boundary evaluations (a maximum over noisy
+    evaluations: optimistic, and more so for runs evaluated more often); "rollouts at best" is
     the first point reaching it (cumulative weight + harness rollouts; test rollouts not counted).
   * at equal rollouts: B = the smallest final budget (weight + harness rollouts) among the
     domain's runs; each run's value is its best mean@k among points with cumulative rollouts <= B.
@@ -48,8 +53,17 @@ def condition_table(runs: list[RunData]) -> tuple[list[dict], int]:
     for r in runs:
         within = r.evals[r.evals["cumulative_rollouts"] <= budget]
         rows.append({"label": names[r.run_id], "run_id": r.run_id, "condition": r.condition, **summaries[r.run_id],
-                     "at_equal_rollouts": float(within["mean_at_k"].max())})
+                     "at_equal_rollouts": float(within["mean_at_k"].max()), "final_ci": _final_ci(r)})
     return rows, budget
+
+
+def _final_ci(run: RunData) -> list[float] | None:
+    """The 95 % bootstrap interval (over test examples) of the run's final test mean@k."""
+    try:
+        e = estimate(final_rewards(run).to_numpy())
+    except ValueError:
+        return None
+    return [e.lo, e.hi]
 
 
 def endpoints(run: RunData) -> dict:

@@ -35,6 +35,9 @@ QUERIES = {
     "proposer": "SELECT * FROM proposer_calls ORDER BY cycle, iteration",
     "counts": "SELECT run_id, phase, count(*) AS rollouts FROM rollouts GROUP BY ALL ORDER BY ALL",
     "measured": MEASURED_SQL,
+    # per-example test rewards of every (harness, weights) pair: the unit of the paired bootstrap
+    "by_example": "SELECT run_id, harness_id, weights_id, example_id, count(*) AS n, avg(reward) AS reward "
+                  "FROM rollouts WHERE split = 'test' GROUP BY ALL ORDER BY ALL",
 }
 
 
@@ -54,10 +57,21 @@ class RunData:
     proposer: pd.DataFrame
     rollouts_by_phase: dict[str, int]
     measured: pd.DataFrame
+    by_example: pd.DataFrame
     checkpoints: dict[str, Path] = field(default_factory=dict)
 
     def harness_path(self, hid: str) -> Path:
         return self.dir / "harnesses" / f"{hid}.py"
+
+    @property
+    def seed(self) -> int | None:
+        return self.params.get("seed")
+
+    def test_rewards(self, harness_id: str, weights_id: str) -> pd.Series:
+        """Mean test reward per example (indexed by example id) of one (harness, weights) pair."""
+        df = self.by_example
+        rows = df[(df["harness_id"] == harness_id) & (df["weights_id"] == weights_id)]
+        return rows.set_index("example_id")["reward"].sort_index()
 
 
 def load_runs(runs_dir: str | Path, run_ids: list[str] | None = None) -> tuple[list[RunData], list[str]]:
@@ -109,7 +123,7 @@ def _run(run_dir: Path, row: dict, frames: dict[str, pd.DataFrame]) -> RunData:
         evals=evals, phases=mine("phases"), harnesses=frames["harnesses"], scores=mine("scores"),
         proposer=mine("proposer"),
         rollouts_by_phase=dict(zip(counts["phase"], counts["rollouts"].astype(int), strict=True)),
-        measured=frames["measured"], checkpoints=_checkpoints(run_dir / "checkpoints"))
+        measured=frames["measured"], by_example=mine("by_example"), checkpoints=_checkpoints(run_dir / "checkpoints"))
 
 
 def _checkpoints(root: Path) -> dict[str, Path]:
