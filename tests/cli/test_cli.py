@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from whale.testing import ROOT, make_project
 
 
@@ -99,3 +101,28 @@ def test_sql_names_a_single_runs_tables_bare_and_reports_bad_queries_without_a_t
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     out = whale(tmp_path, "sql", "SELEC 1")
     assert out.returncode == 2 and "whale: query failed" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_seeds_start_one_run_each_on_the_same_data():
+    from whale.cli import parser
+    from whale.cli.run import jobs
+
+    args = parser().parse_args(["run", "--domain", "chess_puzzles", "--condition", "whale", "--seeds", "0,2",
+                                "--set", '{"schedule": {"E": 0.25}}'])
+    assert jobs(args) == [("chess_puzzles-whale-s0", {"schedule": {"E": 0.25}, "seed": 0}),
+                          ("chess_puzzles-whale-s2", {"schedule": {"E": 0.25}, "seed": 2})]
+    single = parser().parse_args(["run", "--domain", "chess_puzzles", "--condition", "whale"])
+    assert jobs(single) == [(None, None)]
+    for bad in ("0,x", "1,1", "-1", ""):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["run", "--seeds", bad])
+
+
+def test_data_seed_alone_decides_the_generated_splits(tmp_path):
+    from whale.cli import main
+
+    for name, seeds in (("a", '{"data_seed": 3, "seed": 0}'), ("b", '{"data_seed": 3, "seed": 9}'),
+                        ("c", '{"data_seed": 4, "seed": 0}')):
+        assert main(["prepare", "--domain", "chess_puzzles", "--data-dir", str(tmp_path / name), "--set", seeds]) == 0
+    test = {n: (tmp_path / n / "chess_puzzles" / "test.jsonl").read_text() for n in "abc"}
+    assert test["a"] == test["b"] != test["c"]

@@ -20,7 +20,7 @@ def test_the_defaults_and_the_paper_profile_validate():
 
 
 @pytest.mark.parametrize("overrides, expected", [
-    ({"schedul": {"E": 1}}, r"schedul \(from --set\): unknown key; accepted: profile, seed, model"),
+    ({"schedul": {"E": 1}}, r"schedul \(from --set\): unknown key; accepted: profile, data_seed, seed, model"),
     ({"schedule": {"E": 0}}, r"schedule\.E \(from --set\): Input should be greater than 0 \(got 0\)"),
     ({"rsft": {"k": "four"}}, r"rsft\.k \(from --set\): Input should be a valid integer"),
     ({"backend": {"kind": "vllm"}}, r"backend\.kind \(from --set\): Input should be 'transformers' or 'openai'"),

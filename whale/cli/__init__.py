@@ -5,6 +5,7 @@ import argparse
 import sys
 from importlib import import_module
 
+from whale.cli.options import overrides
 from whale.run.settings import load_settings
 
 # name -> (module under whale.cli, one-line help); a command's module is imported only when used.
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         module = _module(args.cmd)
-        settings = load_settings(args.params, args.profile, getattr(module, "overrides", lambda _: None)(args))
+        settings = load_settings(args.params, args.profile, overrides(args))
         module.run(args, settings)
     except (FileNotFoundError, ValueError) as e:
         print(f"whale: {e}", file=sys.stderr)

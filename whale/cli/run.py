@@ -5,10 +5,12 @@ before the flow starts, so a typo costs neither a Prefect server start nor a run
 """
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 from domains import NAMES
+from whale.cli.options import add_set, overrides
 from whale.run.conditions import CONDITIONS
 
 
@@ -16,25 +18,40 @@ def add_arguments(p) -> None:
     p.add_argument("--domain", default="math_reasoning", choices=NAMES)
     p.add_argument("--condition", default="adaptive_whale", choices=list(CONDITIONS))
     p.add_argument("--run", default=None, help="run id (default <domain>-<condition>); rerun to resume")
+    p.add_argument("--seeds", default=None, type=_seeds,
+                   help="comma-separated run seeds, one run each, one after another (run ids get -s<seed>); "
+                        "the data stay those of data_seed. Compare them with `whale compare`")
     p.add_argument("--no-report", action="store_true", help="do not write runs/report at the end")
-    p.add_argument("--set", default=None, help="JSON overrides of params.yaml, e.g. '{\"schedule\": {\"E\": 0.2}}'")
+    add_set(p)
 
 
-def overrides(args) -> dict | None:
-    if not args.set:
-        return None
+def _seeds(text: str) -> list[int]:
     try:
-        return json.loads(args.set)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--set is not valid JSON: {e}") from None
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds takes comma-separated integers, got {text!r}") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"--seeds needs distinct non-negative integers, got {text!r}")
+    return seeds
+
+
+def jobs(args) -> list[tuple[str | None, dict | None]]:
+    """(run id, overrides) of each run the command starts."""
+    if args.seeds is None:
+        return [(args.run, overrides(args))]
+    base = args.run or f"{args.domain}-{args.condition}"
+    return [(f"{base}-s{seed}", {**(overrides(args) or {}), "seed": seed}) for seed in args.seeds]
 
 
 def run(args, settings) -> None:
+    """One run, or one per seed: separate runs (each its own store and Prefect flow run), so each
+    resumes on its own and a crash in one costs none of the others."""
     from flows.whale import whale
 
-    result = whale(domain=args.domain, condition=args.condition, run_id=args.run, profile=args.profile,
-                   overrides=overrides(args), params_path=args.params)
-    print(json.dumps(result, indent=2, sort_keys=True))
+    for run_id, override in jobs(args):
+        result = whale(domain=args.domain, condition=args.condition, run_id=run_id, profile=args.profile,
+                       overrides=override, params_path=args.params)
+        print(json.dumps(result, indent=2, sort_keys=True))
     if not args.no_report:
         from whale.report import write_report
 

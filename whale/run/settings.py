@@ -131,7 +131,8 @@ class Settings(Section):
     """The whole configuration of a run (params.yaml after the profile and the overrides)."""
 
     profile: str
-    seed: int
+    data_seed: int = Field(ge=0)
+    seed: int = Field(ge=0)
     model: ModelSettings
     backend: BackendSettings
     sampling: SamplingSettings
