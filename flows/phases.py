@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tasks import log
 from tasks.harness import (
+    accept_harness,
     evaluate_harness,
     propose_harnesses,
     recheck_harnesses,
@@ -104,8 +105,13 @@ def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = 
         for hid in propose_harnesses(run, cycle, it, best, prompt_only):
             if validate_candidate(run, hid, best, prompt_only):
                 evaluate_harness(run, cycle, it, hid, smoke=True)
-    if search.recheck_top:
-        recheck_harnesses(run, cycle, search.recheck_top, search.recheck_samples)
-    best = select_harness(run, cycle)
-    log(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})")
+    rechecked = recheck_harnesses(run, cycle, incoming, search.recheck_top, search.recheck_samples) \
+        if search.recheck_top else []
+    if len(rechecked) > 1:
+        best = accept_harness(run, cycle, incoming, rechecked)
+        reason = f"{reason}; {best['reason']}"
+    else:
+        best = select_harness(run, cycle)
+    log(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})"
+        + (f": {best['reason']}" if "reason" in best else ""))
     return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason))

@@ -13,11 +13,15 @@ from whale.files import write_json
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
 from whale.rollout.metrics import summarize
+from whale.run.acceptance import AcceptRule, accept
 from whale.run.context import Run, sandbox_limits
 from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
 NULL_SEED = 104729  # null-policy rollouts draw from a stream of their own
+# Common random numbers: every harness of a phase is scored on the same seeds per example, so
+# differences between harnesses are not differences between draws; the re-check draws anew.
+SCORE_SEED, RECHECK_SEED = 7, 7919
 
 
 def make_proposers(run: Run):
@@ -123,8 +127,9 @@ def evaluate_harness(run: Run, cycle: int, iteration: int, harness_id: str, smok
     return _score(run, cycle, iteration, harness_id, rollouts)
 
 
-def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples: list[Example], k: int, desc: str):
-    key = run.key(cycle, "harness", step, harness_id, examples, k, run.settings.seed + 7 * step)
+def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples: list[Example], k: int, desc: str,
+              seed_offset: int = SCORE_SEED):
+    key = run.key(cycle, "harness", step, harness_id, examples, k, run.settings.seed + seed_offset)
     return run.rollouts_once(key, examples, desc)
 
 
@@ -159,11 +164,35 @@ def select_harness(run: Run, cycle: int) -> dict:
 
 
 @task(cache_policy=NONE)
-def recheck_harnesses(run: Run, cycle: int, top: int, samples: int) -> None:
-    """Option beyond the paper (off by default): re-score the phase's top ``top`` harnesses with
-    ``samples`` fresh samples per harness-split example, stored as iteration 0, so the winner is
-    not chosen on one noisy sample (the reference's winner's curse)."""
+def recheck_harnesses(run: Run, cycle: int, incoming: str, top: int, samples: int) -> list[str]:
+    """Re-score the incoming harness and the phase's top ``top`` challengers with ``samples`` more
+    samples per harness-split example, the same seeds for all, stored as iteration 0."""
     examples = run.domain.examples("harness")
-    for hid, *_ in _ranked(run, cycle, "iteration >= 1", top):
-        rollouts = _rollouts(run, cycle, 0, hid, examples, samples, f"re-check {hid}")
+    challengers = [hid for hid, *_ in _ranked(run, cycle, "iteration >= 1", top + 1) if hid != incoming][:top]
+    if not challengers:  # nothing to decide between: no samples spent
+        return [incoming]
+    for hid in [incoming, *challengers]:
+        rollouts = _rollouts(run, cycle, 0, hid, examples, samples, f"re-check {hid}", RECHECK_SEED)
         _score(run, cycle, 0, hid, rollouts)
+    return [incoming, *challengers]
+
+
+@task(cache_policy=NONE)
+def accept_harness(run: Run, cycle: int, incoming: str, rechecked: list[str]) -> dict:
+    """The phase's accepted harness: a re-checked challenger whose paired advantage over the
+    incoming harness clears ``harness_search.accept``, else the incoming one."""
+    rule = AcceptRule(**run.settings.harness_search.accept.model_dump())
+    rows = run.store.query(
+        "SELECT harness_id, example_id, avg(reward), avg(turns) FROM rollouts WHERE run_id = ? AND cycle = ? "
+        "AND phase = 'harness' AND split = 'harness' AND weights_id = ? AND list_contains(?, harness_id) "
+        "GROUP BY ALL", [run.run_id, cycle, run.weights_id, rechecked])
+    per_example: dict[str, dict[str, float]] = {}
+    turns: dict[str, list[float]] = {}
+    for hid, ex, reward, t in rows:
+        per_example.setdefault(hid, {})[ex] = reward
+        turns.setdefault(hid, []).append(t)
+    verdict = accept(incoming, per_example, rule)
+    hid = verdict.harness_id
+    scores = per_example[hid]
+    return {"harness_id": hid, "mean_reward": sum(scores.values()) / len(scores),
+            "mean_turns": sum(turns[hid]) / len(turns[hid]), "iteration": 0, "reason": verdict.reason}

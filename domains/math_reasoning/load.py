@@ -6,8 +6,9 @@ Two layouts are understood, row by row:
   instructions around the problem ("... of the form Answer: $Answer ...", "Remember to put
   your answer on its own line after "Answer:"") are removed, because the harness, not the data,
   says how to answer.
-- AIME (``Maxwell-Jia/AIME_2024``, ``yentinglin/aime_2025``): ``problem``/``Problem`` and
-  ``answer``/``Answer``, with ``id``/``ID`` when present.
+- Flat: the problem text in ``problem``/``Problem``/``question``/``prompt`` (a string) and the
+  answer in ``answer``/``Answer``, with ``id``/``ID`` when present (AIME: ``Maxwell-Jia/AIME_2024``,
+  ``yentinglin/aime_2025``; most hand-made files).
 A row without a problem or with a non-integer answer raises ValueError naming the file and the
 line (JSONL, 1-based) or row (Parquet, 0-based). Problems repeated with the same text are kept
 once (the published DAPO-Math-17k repeats every problem many times).
@@ -20,6 +21,8 @@ from pathlib import Path
 from domains.base import jsonl_rows
 from whale.types import Example, check_splits
 
+PROBLEM = ("problem", "Problem", "question", "prompt")
+ANSWER = ("answer", "Answer")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DAPO_HEAD = re.compile(r"^\s*Solve the following math problem[^\n]*Answer:[^\n]*\n\s*", re.I)
 _DAPO_TAIL = re.compile(r"\s*Remember to put your answer on its own line after \"?Answer:\"?\.?\s*$", re.I)
@@ -64,8 +67,8 @@ def _rows(path: Path):
 def _parse(row) -> tuple[str, int, str | None]:
     if not isinstance(row, dict):
         raise ValueError(f"a row must be an object, got {type(row).__name__}")
-    if "prompt" in row and "reward_model" in row:
-        problem = _dapo_problem(row["prompt"])
+    if "reward_model" in row:
+        problem = _dapo_problem(row.get("prompt"))
         reward_model = row["reward_model"]
         if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
             raise ValueError("reward_model has no ground_truth")
@@ -73,12 +76,20 @@ def _parse(row) -> tuple[str, int, str | None]:
         info = row.get("extra_info")
         row_id = info.get("index") if isinstance(info, dict) else None
     else:
-        problem = _first(row, ("problem", "Problem", "question"))
-        answer = _first(row, ("answer", "Answer"))
+        problem = _first(row, PROBLEM)
+        answer = _first(row, ANSWER)
         row_id = _first(row, ("id", "ID"))
     if not isinstance(problem, str) or not problem.strip():
-        raise ValueError("missing problem text")
+        raise ValueError(f"missing problem text; accepted: a text column {_names(PROBLEM)}, or DAPO's 'prompt' "
+                         f"(chat messages) with 'reward_model.ground_truth'; this row has {_names(row)}")
+    if answer is None:
+        raise ValueError(f"missing answer; accepted: {_names(ANSWER)} or DAPO's 'reward_model.ground_truth'; "
+                         f"this row has {_names(row)}")
     return problem.strip(), _integer(answer), None if row_id is None else str(row_id)
+
+
+def _names(keys) -> str:
+    return ", ".join(repr(k) for k in keys) or "no columns"
 
 
 def _first(row: dict, keys: tuple[str, ...]):

@@ -52,6 +52,17 @@ def test_aime_layouts_jsonl_and_parquet(tmp_path):
     assert (b[0].gold, b[0].id) == ({"answer": 70}, "math-test-aime25-0")
 
 
+def test_flat_prompt_answer_layout_and_errors_that_list_the_accepted_columns(tmp_path):
+    rows = [{"prompt": "What is 6 times 7?", "answer": 42}, {"prompt": "And 2 + 2?", "answer": "4"}]
+    got = load_rows(write_jsonl(tmp_path / "flat.jsonl", rows), "test")
+    assert [(e.public["question"], e.gold["answer"]) for e in got] == [("What is 6 times 7?", 42), ("And 2 + 2?", 4)]
+    with pytest.raises(ValueError, match=r"line 1: missing problem text; accepted: .*'question', 'prompt'.*"
+                                         r"this row has 'text', 'answer'"):
+        load_rows(write_jsonl(tmp_path / "cols.jsonl", [{"text": "p", "answer": 1}]), "test")
+    with pytest.raises(ValueError, match=r"line 1: missing answer; accepted: 'answer', 'Answer'"):
+        load_rows(write_jsonl(tmp_path / "noanswer.jsonl", [{"problem": "p", "solution": "1"}]), "test")
+
+
 def test_non_integer_answer_names_the_line(tmp_path):
     rows = [{"problem": "p1", "answer": "3"}, {"problem": "p2", "answer": "7"},
             {"problem": "p3", "answer": "\\frac{1}{2}"}]

@@ -7,7 +7,7 @@ import shlex
 from harnesses.archive import first_parents
 from whale.report.compare import final_rewards
 from whale.report.data import RunData
-from whale.report.stats import estimate
+from whale.stats import estimate
 from whale.train.checkpoint import checkpoint_dir
 
 RULES = """\

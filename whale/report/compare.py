@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from whale.report.data import RunData
-from whale.report.stats import Difference, Estimate, difference, estimate
+from whale.stats import Difference, Estimate, difference, estimate
 
 
 @dataclass(frozen=True)

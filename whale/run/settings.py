@@ -94,6 +94,12 @@ class ClaudeSettings(Section):
     retries: int = Field(ge=0)
 
 
+class AcceptSettings(Section):
+    rule: Literal["lcb", "margin"]
+    level: float = Field(gt=0.5, lt=1)
+    margin: float = Field(ge=0, le=1)
+
+
 class HarnessSearchSettings(Section):
     h0: str | None
     M: int = Field(ge=1)
@@ -101,6 +107,7 @@ class HarnessSearchSettings(Section):
     smoke_examples: int = Field(ge=0)
     recheck_top: int = Field(ge=0)
     recheck_samples: int = Field(ge=1)
+    accept: AcceptSettings
     max_null_reward: float = Field(ge=0, le=1)
     claude: ClaudeSettings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from whale.report.stats import difference, estimate
+from whale.stats import difference, estimate
 
 
 def test_intervals_cover_the_true_mean_at_about_95_percent():
