@@ -15,9 +15,12 @@ from tasks.harness import (
     select_harness,
     validate_candidate,
 )
+from tasks.measure import evaluate_test
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.run.context import Run
-from whale.run.schedule import Decision, HarnessRule, WeightRule, budget_decision
+from whale.run.schedule import Decision, HarnessRule, Spend, WeightRule
+
+MAX_IDLE_ITERATIONS = 3
 
 
 @dataclass
@@ -26,87 +29,133 @@ class PhaseEnd:
     weights_id: str
     last_step: int
     reason: str
+    rollouts: int = 0
 
 
-def completed(run: Run, cycle: int, phase: str) -> PhaseEnd | None:
-    row = run.store.row("SELECT harness_id, weights_id, last_step, reason FROM phases "
+def completed(run: Run, cycle: int, phase: str, spend: Spend) -> PhaseEnd | None:
+    """The recorded end of a finished phase (its rollouts charged to ``spend``), else None."""
+    row = run.store.row("SELECT harness_id, weights_id, last_step, reason, rollouts FROM phases "
                         "WHERE run_id = ? AND cycle = ? AND phase = ?", [run.run_id, cycle, phase])
-    return PhaseEnd(**row) if row else None
+    if not row:
+        return None
+    spend.charge(row["rollouts"] or 0)
+    return PhaseEnd(**row)
 
 
 def record(run: Run, cycle: int, phase: str, first: int, end: PhaseEnd) -> PhaseEnd:
     run.store.insert("phases", [{"run_id": run.run_id, "cycle": cycle, "phase": phase, "first_step": first,
                                  "last_step": end.last_step, "harness_id": end.harness_id,
-                                 "weights_id": end.weights_id, "decision": "end", "reason": end.reason}])
-    log(f"cycle {cycle} {phase} phase ended: {end.reason} (harness {end.harness_id}, weights {end.weights_id})")
+                                 "weights_id": end.weights_id, "decision": "end", "reason": end.reason,
+                                 "rollouts": end.rollouts}])
+    log(f"cycle {cycle} {phase} phase ended: {end.reason} (harness {end.harness_id}, weights {end.weights_id}, "
+        f"{end.rollouts} rollouts)")
     return end
 
 
-def over_budget(run: Run, cost: int) -> Decision:
-    return budget_decision(run.settings, run.store.spent_rollouts(run.run_id), cost)
+def grid(run: Run, spend: Spend, cycle: int, harness_id: str) -> None:
+    """Test-evaluate the system as it stands at every grid point (a multiple of ``eval.every``
+    rollouts) that the spend has crossed and that has no evaluation yet."""
+    every = run.settings.eval.every
+    if not every:
+        return
+    done = {p for (p,) in run.store.query("SELECT phase FROM evals WHERE run_id = ? AND phase LIKE 'grid-%'",
+                                          [run.run_id])}
+    for point in range(1, spend.spent // every + 1):
+        if f"grid-{point}" not in done:
+            evaluate_test(run, cycle, f"grid-{point}", harness_id, spend.spent)
 
 
-def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, max_steps: int,
+def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, spend: Spend, max_steps: int | None = None,
                  rule: WeightRule | None = None, checkpoint_every: int | None = None) -> PhaseEnd:
-    """Online RSFT from ``first_step`` for at most ``max_steps`` steps (fewer under an adaptive ``rule``)."""
-    done = completed(run, cycle, "weight")
+    """Online RSFT from ``first_step``: ``max_steps`` steps (None: no limit), fewer under an adaptive
+    ``rule`` or when the budget is spent."""
+    done = completed(run, cycle, "weight", spend)
     if done:
         return done
     rsft = run.settings.rsft
     run.weights.start_training()
     step = max(first_step, run.weights.resume_step())
+    # Steps before the checkpoint are not replayed: their rollouts were spent all the same.
+    spent = run.store.query("SELECT count(*) FROM rollouts WHERE run_id = ? AND cycle = ? AND phase = 'weight' "
+                            "AND step >= ? AND step < ?", [run.run_id, cycle, first_step, step])[0][0]
+    spend.charge(spent)
     every = checkpoint_every if checkpoint_every is not None else rsft.checkpoint_every
     reason = f"fixed length: {max_steps} steps"
-    while step < first_step + max_steps:
-        budget = over_budget(run, rsft.prompt_batch * rsft.k)
-        if budget.stop:
-            reason = budget.reason
+    while max_steps is None or step < first_step + max_steps:
+        d = spend.decision()
+        if d.stop:
+            reason = d.reason
             break
         rollouts = sample_rollouts(run, cycle, step, harness_id)
+        spend.charge(len(rollouts))
+        spent += len(rollouts)
         accepted = filter_by_verifier(rollouts, rsft.threshold)
         stats = sft_step(run, cycle, step, rollouts, accepted)
         loss = "skipped (nothing accepted)" if stats.skipped else f"loss {stats.loss:.3f}"
         reward = sum(r.reward for r in rollouts) / max(len(rollouts), 1)
         log(f"RSFT step {step}: train reward {reward:.3f}, accepted {len(accepted)}/{len(rollouts)}, {loss}")
         step += 1
-        if every and step % every == 0 and step < first_step + max_steps:
+        if every and step % every == 0 and (max_steps is None or step < first_step + max_steps):
             run.weights.save(step)
+        grid(run, spend, cycle, harness_id)
         if rule:
             d = rule.decide(run.store, run.run_id, first_step, step - 1)
             if d.stop:
                 reason = d.reason
                 break
     wid = run.weights.save(step)
-    return record(run, cycle, "weight", first_step, PhaseEnd(harness_id, wid, step - 1, reason))
+    return record(run, cycle, "weight", first_step, PhaseEnd(harness_id, wid, step - 1, reason, spent))
 
 
-def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = None,
+def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations: int | None = None,
                   rule: HarnessRule | None = None) -> PhaseEnd:
-    """Iteration 1 re-evaluates ``incoming`` under the current weights; then proposer iterations.
-    The accepted harness is the phase's best (incoming included); written only at the end."""
-    done = completed(run, cycle, "harness")
+    """Iteration 1 re-evaluates ``incoming`` under the current weights; then proposer iterations
+    (``iterations`` in all, or until the adaptive ``rule`` or the budget ends the phase; with
+    neither, until the budget). The accepted harness is the phase's best (incoming included) by
+    the acceptance rule; written only at the end."""
+    done = completed(run, cycle, "harness", spend)
     if done:
         return done
-    evaluate_harness(run, cycle, 1, incoming)
     search, prompt_only = run.settings.harness_search, run.condition.prompt_only
-    n_harness = len(run.domain.examples("harness"))
-    it = 1
+    spent = 0
+
+    def unit(iteration: int, hids: list[str]) -> None:
+        nonlocal spent
+        n = run.store.unit_rollouts(run.run_id, cycle, "harness", iteration, hids, run.weights_id)
+        spend.charge(n)
+        spent += n
+        grid(run, spend, cycle, incoming)
+
+    it, reason, idle = 1, "", 0
+    evaluate_harness(run, cycle, 1, incoming)  # callers start a phase only while the budget is open
+    unit(1, [incoming])
     while True:
+        if idle >= MAX_IDLE_ITERATIONS:  # without it, a proposer whose candidates never run would never end
+            reason = f"stalled: no candidate ran in {idle} iterations"
+            break
         if rule:
             d = rule.decide(run.store, run.run_id, cycle, run.weights_id, it)
-        else:
+        elif iterations is not None:
             d = Decision(it >= iterations, f"fixed length: {iterations} iterations")
-        d = d if d.stop else over_budget(run, search.M * n_harness)
+        else:
+            d = Decision(False)
+        d = d if d.stop else spend.decision()
         if d.stop:
             reason = d.reason
             break
         it += 1
         best = select_harness(run, cycle)["harness_id"]
+        before = spent
         for hid in propose_harnesses(run, cycle, it, best, prompt_only):
-            if validate_candidate(run, hid, best, prompt_only):
+            if spend.open() and validate_candidate(run, hid, best, prompt_only):
                 evaluate_harness(run, cycle, it, hid, smoke=True)
-    rechecked = recheck_harnesses(run, cycle, incoming, search.recheck_top, search.recheck_samples) \
-        if search.recheck_top else []
+                unit(it, [hid])
+        idle = idle + 1 if spent == before else 0
+    rechecked = [incoming]
+    if search.recheck_top:
+        rechecked = recheck_harnesses(run, cycle, incoming, search.recheck_top, search.recheck_samples,
+                                      sample=spend.open())
+        unit(0, rechecked)
     if len(rechecked) > 1:
         best = accept_harness(run, cycle, incoming, rechecked)
         reason = f"{reason}; {best['reason']}"
@@ -114,4 +163,4 @@ def harness_phase(run: Run, cycle: int, incoming: str, iterations: int | None = 
         best = select_harness(run, cycle)
     log(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})"
         + (f": {best['reason']}" if "reason" in best else ""))
-    return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason))
+    return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason, spent))

@@ -7,7 +7,7 @@ from flows.phases import PhaseEnd, harness_phase, weight_phase
 from tasks.measure import evaluate_test
 from whale.run.conditions import get_condition
 from whale.run.context import Run
-from whale.run.schedule import HarnessRule, WeightRule, epochs_to_steps
+from whale.run.schedule import HarnessRule, Spend, WeightRule, epochs_to_steps
 from whale.run.settings import Settings, load_settings
 
 MAX_CYCLES = 30
@@ -17,47 +17,54 @@ def _steps(run: Run, epochs: float) -> int:
     return epochs_to_steps(run.settings, len(run.domain.examples("weight")), epochs)
 
 
-def _alternate(run: Run, h0: str) -> str:
+def _alternate(run: Run, h0: str, spend: Spend) -> str:
+    """Weight phase, harness phase, repeated until the budget is spent (weight_only: weight phases
+    only, each E epochs long, so the test curve has a point per phase)."""
     sched, condition = run.settings.schedule, run.condition
-    total, phase_len = _steps(run, sched.total_epochs), _steps(run, sched.E)
+    phase_len = _steps(run, sched.E)
     weight_rule = WeightRule.from_settings(run.settings, len(run.domain.examples("weight")))
     harness_rule = HarnessRule.from_settings(run.settings)
     incumbent, step = h0, 0
     for cycle in range(1, MAX_CYCLES + 1):
+        if not spend.open():
+            break
         if condition.adaptive:
-            end = weight_phase(run, cycle, incumbent, step, total - step, weight_rule)
+            end = weight_phase(run, cycle, incumbent, step, spend, rule=weight_rule)
         else:
-            end = weight_phase(run, cycle, incumbent, step, min(phase_len, total - step))
+            end = weight_phase(run, cycle, incumbent, step, spend, max_steps=phase_len)
         step = end.last_step + 1
-        evaluate_test(run, cycle, "weight", incumbent)
-        if step >= total or not end.reason.startswith(("fixed", "patience")):
-            break  # no harness phase after the last weight phase (or when the budget ran out)
-        if condition.searches:
+        evaluate_test(run, cycle, "weight", incumbent, spend.spent)
+        if condition.searches and spend.open():
             if condition.adaptive:
-                end = harness_phase(run, cycle, incumbent, rule=harness_rule)
+                end = harness_phase(run, cycle, incumbent, spend, rule=harness_rule)
             else:
-                end = harness_phase(run, cycle, incumbent, sched.I)
+                end = harness_phase(run, cycle, incumbent, spend, iterations=sched.I)
             incumbent = end.harness_id
-            evaluate_test(run, cycle, "harness", incumbent)
+            evaluate_test(run, cycle, "harness", incumbent, spend.spent)
     return incumbent
 
 
-def _harness_only(run: Run, h0: str) -> str:
-    end = harness_phase(run, 1, h0, run.settings.schedule.harness_iterations)
-    evaluate_test(run, 1, "harness", end.harness_id)
+def _harness_only(run: Run, h0: str, spend: Spend) -> str:
+    end = harness_phase(run, 1, h0, spend)
+    evaluate_test(run, 1, "harness", end.harness_id, spend.spent)
     return end.harness_id
 
 
-def _stagewise(run: Run, h0: str) -> str:
+def _stagewise(run: Run, h0: str, spend: Spend) -> str:
+    """The weight stage spends ``stagewise_weight_share`` of the budget, the harness stage the rest."""
     sched = run.settings.schedule
-    total, every = _steps(run, sched.total_epochs), _steps(run, sched.E)
-    end = weight_phase(run, 1, h0, 0, total, checkpoint_every=every)
+    every = _steps(run, sched.E)
+    spend.limit = round(sched.stagewise_weight_share * sched.budget)
+    end = weight_phase(run, 1, h0, 0, spend, checkpoint_every=every)
+    spend.limit = None
     # The harness stage runs on the weight stage's best point, chosen on training reward (also on resume).
     run.weights.serve(_best_weight_point(run, every, end))
-    evaluate_test(run, 1, "weight", h0)
-    end = harness_phase(run, 2, h0, sched.harness_iterations)
-    evaluate_test(run, 2, "harness", end.harness_id)
-    return end.harness_id
+    evaluate_test(run, 1, "weight", h0, spend.spent)
+    harness = h0
+    if spend.open():
+        harness = harness_phase(run, 2, h0, spend).harness_id
+        evaluate_test(run, 2, "harness", harness, spend.spent)
+    return harness
 
 
 def _best_weight_point(run: Run, every: int, end: PhaseEnd) -> int:
@@ -82,13 +89,14 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
     run = Run(settings, domain, cond, run_id or f"{domain}-{condition}", runs_dir)
     try:
         h0 = run.seed_harness()
-        evaluate_test(run, 0, "start", h0)
+        spend = Spend(settings.schedule.budget)
+        evaluate_test(run, 0, "start", h0, spend.spent)
         if not cond.trains:
-            final = _harness_only(run, h0)
+            final = _harness_only(run, h0, spend)
         elif cond.stages:
-            final = _stagewise(run, h0)
+            final = _stagewise(run, h0, spend)
         else:
-            final = _alternate(run, h0)
+            final = _alternate(run, h0, spend)
         result = run.store.row("SELECT mean_at_k, cumulative_rollouts FROM evals WHERE run_id = ? "
                                "ORDER BY cumulative_rollouts DESC, cycle DESC LIMIT 1", [run.run_id])
         return {"run_id": run.run_id, "run_dir": str(run.dir), "final_harness": final,

@@ -164,13 +164,14 @@ def select_harness(run: Run, cycle: int) -> dict:
 
 
 @task(cache_policy=NONE)
-def recheck_harnesses(run: Run, cycle: int, incoming: str, top: int, samples: int) -> list[str]:
-    """Re-score the incoming harness and the phase's top ``top`` challengers with ``samples`` more
-    samples per harness-split example, the same seeds for all, stored as iteration 0."""
+def recheck_harnesses(run: Run, cycle: int, incoming: str, top: int, samples: int, sample: bool = True) -> list[str]:
+    """The incoming harness and the phase's top ``top`` challengers; with ``sample`` (the budget
+    allows it) each gets ``samples`` more samples per harness-split example, the same seeds for
+    all, stored as iteration 0."""
     examples = run.domain.examples("harness")
     challengers = [hid for hid, *_ in _ranked(run, cycle, "iteration >= 1", top + 1) if hid != incoming][:top]
-    if not challengers:  # nothing to decide between: no samples spent
-        return [incoming]
+    if not challengers or not sample:  # nothing to decide between, or no budget left: no samples spent
+        return [incoming, *challengers]
     for hid in [incoming, *challengers]:
         rollouts = _rollouts(run, cycle, 0, hid, examples, samples, f"re-check {hid}", RECHECK_SEED)
         _score(run, cycle, 0, hid, rollouts)

@@ -12,8 +12,9 @@ TEST_SEED_OFFSET = 10_007  # test rollouts draw from their own seeds, apart from
 
 
 @task(cache_policy=NONE, task_run_name="evaluate_test-c{cycle}-{phase}")
-def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
-    """mean@k of (current weights, ``harness_id``) on the test split, stored in ``evals``.
+def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str, spent: int) -> dict:
+    """mean@k of (current weights, ``harness_id``) on the test split, stored in ``evals`` with the
+    ``spent`` weight + harness rollouts of the run so far (the flow's exact count).
 
     A (harness, weights) pair already evaluated in this run is read back, not re-rolled.
     """
@@ -30,7 +31,7 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str) -> dict:
     row = {"run_id": run.run_id, "cycle": cycle, "phase": phase, "harness_id": harness_id,
            "weights_id": key.weights_id, "split": "test", "k": k, "n_examples": m["n_examples"],
            "mean_at_k": m["mean_at_k"], "format_rate": m["format_rate"], "truncation_rate": m["truncation_rate"],
-           "rollouts": m["n"], "cumulative_rollouts": run.store.spent_rollouts(run.run_id)}
+           "rollouts": m["n"], "cumulative_rollouts": spent}
     run.store.insert("evals", [row])
     log(f"test mean@{k} after cycle {cycle} {phase}: {m['mean_at_k']:.3f} "
         f"(format {m['format_rate']:.2f}, truncated {m['truncation_rate']:.2f}, "

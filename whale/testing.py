@@ -22,8 +22,8 @@ def make_project(tmp: Path, model_dir: Path, domains=("chess_puzzles",)) -> dict
         "rsft": {"prompt_batch": 2, "k": 2, "mini_batch": 4, "micro_batch": 2, "lr": 1e-3},
         "harness_search": {"M": 1, "smoke_examples": 1,
                            "h0": str(ROOT / "harnesses" / "examples" / "chess_choice.py")},
-        "schedule": {"E": 0.5, "I": 2, "total_epochs": 1.0, "harness_iterations": 2},
-        "eval": {"k": 1},
+        "schedule": {"E": 0.5, "I": 2, "budget": 16},
+        "eval": {"k": 1, "every": 8},
         "backend": {"max_batch": 8},
     }
 

@@ -26,7 +26,7 @@ def test_claude_proposer_in_a_harness_only_run(tmp_path, tiny_model_dir, monkeyp
     assert CANDIDATE != H0
     overrides = make_project(tmp_path, tiny_model_dir)
     overrides["harness_search"].update(proposer="claude", claude={"retries": 1, "timeout_s": 20})
-    overrides["schedule"]["harness_iterations"] = 2  # re-evaluate h0, then one Claude iteration
+    overrides["schedule"]["budget"] = 4  # re-evaluate h0 (2 rollouts), then one Claude iteration (2)
     monkeypatch.chdir(tmp_path)
     script = [
         message(text("Trying one prompt change."),

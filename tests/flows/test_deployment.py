@@ -102,7 +102,7 @@ def test_deployment_runs_the_flow_through_a_process_worker(server, tmp_path, tin
     (project / "flows").symlink_to(ROOT / "flows")
     shutil.copy(ROOT / "prefect.yaml", project / "prefect.yaml")
     overrides = make_project(project, tiny_model_dir)
-    overrides["schedule"]["harness_iterations"] = 1  # harness_only, one iteration: no trainer, no proposer
+    overrides["schedule"]["budget"] = 2  # harness_only, h0 re-evaluated and the budget spent: no proposer
 
     prefect(env, project, "work-pool", "create", "whale-pool", "--type", "process")
     prefect(env, project, "--no-prompt", "deploy", "-n", "harness_only")
@@ -127,7 +127,7 @@ def test_deployment_runs_the_flow_through_a_process_worker(server, tmp_path, tin
         evals = con.execute("SELECT cycle, phase, n_examples, k FROM evals ORDER BY cycle").fetchall()
         assert evals == [(0, "start", 2, 1), (1, "harness", 2, 1)]
         phases = con.execute("SELECT phase, reason FROM phases").fetchall()
-        assert phases == [("harness", "fixed length: 1 iterations")]
+        assert phases == [("harness", "budget: 2 of 2 rollouts spent")]
         by_split = dict(con.execute("SELECT split, count(*) FROM rollouts GROUP BY split").fetchall())
         assert by_split == {"test": 2, "harness": 2}  # the second test evaluation re-read the first
     finally:

@@ -56,50 +56,57 @@ def test_fixed_whale_alternates_weight_first(project):
     # patched print (log_prints) would send it to the run log instead and leave dill blind to globals
     assert "LOAD_GLOBAL" not in text
     db = tmp / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
-    phases = table(db, "SELECT cycle, phase, first_step, last_step, reason FROM phases ORDER BY cycle, phase DESC")
-    # E = 0.5 epoch of 4 examples at batch 2 = 1 step; 1 epoch total = 2 cycles; no harness phase after the last
-    assert [(c, p) for c, p, *_ in phases] == [(1, "weight"), (1, "harness"), (2, "weight")]
-    assert phases[0][2:4] == (0, 0) and phases[2][2:4] == (1, 1)
+    phases = table(db, "SELECT cycle, phase, first_step, last_step, reason, rollouts FROM phases "
+                       "ORDER BY cycle, phase DESC")
+    # weight phase first, then alternating; E = 0.5 epoch of 4 examples at batch 2 = 1 step per weight phase
+    assert [p for _, p, *_ in phases] == ["weight", "harness"] * (len(phases) // 2) + ["weight"] * (len(phases) % 2)
+    weights = [p for p in phases if p[1] == "weight"]
+    assert [(first, last) for _, _, first, last, *_ in weights] == [(i, i) for i in range(len(weights))]
     ledger = dict(table(db, "SELECT phase, sum(rollouts) FROM ledger GROUP BY phase"))
-    assert ledger["weight"] == 2 * 2 * 2  # steps x prompts x k
-    # iteration 1 re-evaluates the incoming harness on the 2 harness examples; iteration 2 scores M=1 candidate;
-    # when it ran, the incoming harness and it are re-checked with 1 more sample each (iteration 0)
-    scores = dict(table(db, "SELECT iteration, count(*) FROM scores GROUP BY iteration ORDER BY iteration"))
-    status = table(db, "SELECT status FROM harnesses WHERE origin <> 'seed'")
-    ok = status[0][0] == "ok"
-    assert scores[1] == 1 and scores.get(0, 0) == 2 * ok
-    assert len(status) == 1 and ledger["harness"] == 2 + 2 * ok + 2 * 2 * ok
-    assert phases[1][4].startswith("fixed length: 2 iterations")
-    assert ("incumbent kept" in phases[1][4] or "accepted: paired advantage" in phases[1][4]) == ok
+    assert ledger["weight"] == len(weights) * 2 * 2  # steps x prompts x k
+    # the budget binds: every phase's recorded spend adds up to the ledger, which reaches the budget
+    # and passes it by less than one unit (the largest here: an RSFT step or a re-check, 4 rollouts)
+    spent = ledger["weight"] + ledger["harness"]
+    assert sum(p[5] for p in phases) == spent == result["rollouts"] and 16 <= spent < 16 + 4
+    # each harness phase: iteration 1 re-evaluates the incoming harness on the 2 harness examples,
+    # iteration 2 scores M=1 candidate, and, when it ran, the two are re-checked (iteration 0)
+    harness = [p for p in phases if p[1] == "harness"]
+    assert harness and all(p[4].startswith(("fixed length: 2 iterations", "budget")) for p in harness)
+    scores = table(db, "SELECT cycle, iteration, count(*) FROM scores GROUP BY ALL ORDER BY ALL")
+    assert all((c, 1, 1) in scores for c, *_ in harness)
     steps = table(db, "SELECT step, accepted, skipped, weights_before <> weights_after FROM train_steps ORDER BY step")
-    assert [s[0] for s in steps] == [0, 1]
+    assert [s[0] for s in steps] == list(range(len(weights)))
     for _, accepted, skipped, changed in steps:
         assert skipped == (accepted == 0) and changed == (accepted > 0)
-    evals = table(db, "SELECT cycle, phase FROM evals ORDER BY cumulative_rollouts, cycle")
-    assert ("0", "start") in [(str(c), p) for c, p in evals] and len(evals) == 4
-    assert result["rollouts"] == ledger["weight"] + ledger["harness"]
+    # the grid (eval.every = 8): one test evaluation per crossed multiple of 8, within a unit of it
+    evals = table(db, "SELECT phase, cumulative_rollouts FROM evals ORDER BY cumulative_rollouts, cycle")
+    grid = [(p, c) for p, c in evals if p.startswith("grid-")]
+    assert [p for p, _ in grid] == ["grid-1", "grid-2"] and all(8 * i <= c < 8 * i + 4 for i, (_, c) in
+                                                                  enumerate(grid, 1))
+    assert evals[0] == ("start", 0) and evals[-1][1] == spent
+
 
 
 def test_rerun_of_a_finished_run_adds_nothing(project):
     from flows.whale import whale
 
     tmp, overrides = project
-    overrides["schedule"]["harness_iterations"] = 1
+    overrides["schedule"]["budget"] = 2  # harness_only: the re-evaluation of h0 spends it all
     first = whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
     db = tmp / "runs" / "chess_puzzles-harness_only" / "rollouts.duckdb"
     before = table(db, "SELECT count(*) FROM rollouts")[0][0]
     second = whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
     assert table(db, "SELECT count(*) FROM rollouts")[0][0] == before
     assert first == second
-    assert table(db, "SELECT phase, reason FROM phases") == [("harness", "fixed length: 1 iterations")]
+    assert table(db, "SELECT phase, reason FROM phases") == [("harness", "budget: 2 of 2 rollouts spent")]
 
 
 def test_a_run_id_refuses_other_params(project):
     from flows.whale import whale
 
     tmp, overrides = project
-    overrides["schedule"]["harness_iterations"] = 1
+    overrides["schedule"]["budget"] = 2
     whale(domain="chess_puzzles", condition="harness_only", run_id="r", overrides=overrides)
-    overrides["schedule"]["harness_iterations"] = 2
+    overrides["schedule"]["budget"] = 4
     with pytest.raises(ValueError, match="another domain/condition/params"):
         whale(domain="chess_puzzles", condition="harness_only", run_id="r", overrides=overrides)

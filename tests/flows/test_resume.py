@@ -1,4 +1,5 @@
-"""kill -9 a running `whale run` at several points, rerun it, and compare with an uninterrupted run."""
+"""kill -9 a running `whale run` at several points, rerun it, and compare with an uninterrupted run:
+the same rollouts, phases (with the rollouts each spent under the budget), steps, grid evaluations."""
 import json
 import os
 import signal
@@ -62,10 +63,11 @@ def snapshot(cwd):
                           "GROUP BY ALL ORDER BY ALL"),
             "duplicates": q("SELECT count(*) - count(DISTINCT (phase, cycle, step, split, example_id, sample_idx, "
                             "harness_id, weights_id)) FROM rollouts"),
-            "phases": q("SELECT cycle, phase, first_step, last_step, harness_id, weights_id, reason "
+            "phases": q("SELECT cycle, phase, first_step, last_step, harness_id, weights_id, reason, rollouts "
                         "FROM phases ORDER BY ALL"),
             "train_steps": q("SELECT step, weights_before, weights_after, accepted FROM train_steps ORDER BY step"),
-            "evals": q("SELECT cycle, phase, harness_id, weights_id, mean_at_k FROM evals ORDER BY ALL"),
+            "evals": q("SELECT cycle, phase, harness_id, weights_id, mean_at_k, cumulative_rollouts FROM evals "
+                       "ORDER BY ALL"),
             "harnesses": q("SELECT harness_id, status FROM harnesses ORDER BY ALL"),
         }
     finally:

@@ -24,6 +24,7 @@ class ConditionScore:
     seeds: list[int | None]
     final: Estimate
     final_rollouts: list[int]
+    grid: dict[str, Estimate]
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Pair:
     b: str
     seeds: list[int | None]
     diff: Difference
+    grid: dict[str, Difference]
 
 
 @dataclass(frozen=True)
@@ -47,16 +49,27 @@ class Comparison:
             row["final"]["half_width"] = score.final.half_width
         for row, pair in zip(out["pairs"], self.pairs, strict=True):
             row["diff"]["significant"] = pair.diff.significant
+            for point, d in pair.grid.items():
+                row["grid"][point]["significant"] = d.significant
         return out
 
 
 def final_rewards(run: RunData) -> pd.Series:
     if run.evals.empty:
         raise ValueError(f"run {run.run_id} has no test evaluation yet")
-    last = run.evals.iloc[-1]
-    scores = run.test_rewards(last["harness_id"], last["weights_id"])
+    return _rewards(run, run.evals.iloc[-1])
+
+
+def grid_rewards(run: RunData) -> dict[str, pd.Series]:
+    """Per-example test rewards at each grid point the run evaluated (``grid-1``, ``grid-2``, ...)."""
+    rows = run.evals[run.evals["phase"].str.startswith("grid-")]
+    return {row["phase"]: _rewards(run, row) for row in rows.to_dict("records")}
+
+
+def _rewards(run: RunData, row) -> pd.Series:
+    scores = run.test_rewards(row["harness_id"], row["weights_id"])
     if scores.empty:
-        raise ValueError(f"run {run.run_id}: its final evaluation has no test rollouts in the store")
+        raise ValueError(f"run {run.run_id}: its {row['phase']} evaluation has no test rollouts in the store")
     return scores
 
 
@@ -67,21 +80,30 @@ def compare(runs: list[RunData], domain: str) -> Comparison:
     groups: dict[str, list[RunData]] = {}
     for r in sorted(mine, key=lambda r: (r.condition, r.seed if r.seed is not None else -1, r.run_id)):
         groups.setdefault(r.condition, []).append(r)
-    series = {c: {r.seed: final_rewards(r) for r in rs} for c, rs in groups.items()}
-    examples = _common_examples(series)
+    points = {"final": {c: {r.seed: final_rewards(r) for r in rs} for c, rs in groups.items()}}
+    grids = {c: {r.seed: grid_rewards(r) for r in rs} for c, rs in groups.items()}
+    common = set.intersection(*(set(g) for by_seed in grids.values() for g in by_seed.values()))
+    for point in sorted(common, key=lambda p: int(p.split("-")[1])):
+        points[point] = {c: {seed: g[point] for seed, g in by_seed.items()} for c, by_seed in grids.items()}
+    examples = _common_examples(points["final"])
+    grid_names = [p for p in points if p != "final"]
     scores = [ConditionScore(c, [r.run_id for r in rs], [r.seed for r in rs],
-                             estimate(_matrix(series[c], list(series[c]), examples)),
-                             [int(r.evals.iloc[-1]["cumulative_rollouts"]) for r in rs])
+                             estimate(_matrix(points["final"][c], list(points["final"][c]), examples)),
+                             [int(r.evals.iloc[-1]["cumulative_rollouts"]) for r in rs],
+                             {p: estimate(_matrix(points[p][c], list(points[p][c]), examples)) for p in grid_names})
               for c, rs in groups.items()]
     pairs = []
     for a, b in combinations(groups, 2):
-        seeds = [s for s in series[a] if s in series[b]] or [None]
-        if seeds == [None]:  # no seed in common: pair by position (each side's seeds in order)
-            ma, mb = _matrix(series[a], list(series[a]), examples), _matrix(series[b], list(series[b]), examples)
-        else:
-            ma, mb = (_matrix(series[c], seeds, examples) for c in (a, b))
-        pairs.append(Pair(a, b, seeds, difference(ma, mb)))
+        seeds = [s for s in points["final"][a] if s in points["final"][b]] or [None]
+        diffs = {p: _paired(points[p], a, b, seeds, examples) for p in points}
+        pairs.append(Pair(a, b, seeds, diffs.pop("final"), diffs))
     return Comparison(domain, len(examples), scores, pairs)
+
+
+def _paired(point: dict, a: str, b: str, seeds: list, examples: list[str]) -> Difference:
+    if seeds == [None]:  # no seed in common: pair by position (each side's seeds in order)
+        return difference(_matrix(point[a], list(point[a]), examples), _matrix(point[b], list(point[b]), examples))
+    return difference(*(_matrix(point[c], seeds, examples) for c in (a, b)))
 
 
 def _common_examples(series: dict[str, dict]) -> list[str]:
@@ -104,12 +126,19 @@ def render(c: Comparison) -> str:
     for s in c.scores:
         lines.append(f"  {s.condition:<{width}}  {s.final}  seeds {_seeds(s.seeds)}  "
                      f"rollouts {', '.join(map(str, s.final_rollouts))}")
-    lines += ["", "differences (row minus column condition); * = the interval excludes 0:"]
+    grid = list(c.scores[0].grid)
+    if grid:
+        lines += ["", "at the evaluation grid (the same cumulative-rollout points in every run):"]
+        for s in c.scores:
+            lines.append(f"  {s.condition:<{width}}  " + "  ".join(f"{p} {s.grid[p]}" for p in grid))
+    lines += ["", "differences (first minus second condition); * = the interval excludes 0:"]
     for p in c.pairs:
         mark = "*" if p.diff.significant else " "
         verdict = "significant" if p.diff.significant else "noise at this sample size"
         lines.append(f"  {mark} {p.a} - {p.b}: {p.diff.mean:+.3f} [{p.diff.lo:+.3f}, {p.diff.hi:+.3f}]  "
                      f"({verdict}; paired on seeds {_seeds(p.seeds)})")
+        for point, d in p.grid.items():
+            lines.append(f"      at {point}: {d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]{' *' if d.significant else ''}")
     budgets = {r for s in c.scores for r in s.final_rollouts}
     if len(budgets) > 1:
         lines += ["", f"note: the runs spent different rollout budgets ({min(budgets)}..{max(budgets)}): "

@@ -18,12 +18,34 @@ def epochs_to_steps(settings: Settings, n_weight: int, epochs: float) -> int:
     return steps_for_epochs(epochs, n_weight, settings.rsft.prompt_batch)
 
 
-def budget_decision(settings: Settings, spent: int, cost: int) -> Decision:
-    """Stop before a unit of ``cost`` rollouts that would take the run past ``schedule.max_rollouts``."""
-    cap = settings.schedule.max_rollouts
-    if cap and spent + cost > cap:
-        return Decision(True, f"budget: {cap} rollouts")
-    return Decision(False)
+@dataclass
+class Spend:
+    """Weight- plus harness-split rollouts spent so far, counted unit by unit in the flow.
+
+    The count is rebuilt exactly on resume: completed phases add what they recorded, a resumed
+    weight phase its checkpointed steps, a replayed harness phase each unit it reads back. (Counting
+    the store instead would include the rows of steps a resumed run is about to replay, and stop it
+    earlier than an uninterrupted run.) A unit starts only while ``open``; ``limit`` is a stage's
+    own share of the budget (stagewise)."""
+
+    budget: int
+    spent: int = 0
+    limit: int | None = None
+
+    @property
+    def cap(self) -> int:
+        return self.budget if self.limit is None else min(self.limit, self.budget)
+
+    def open(self) -> bool:
+        return self.spent < self.cap
+
+    def charge(self, rollouts: int) -> None:
+        self.spent += rollouts
+
+    def decision(self) -> Decision:
+        if self.open():
+            return Decision(False)
+        return Decision(True, f"budget: {self.spent} of {self.cap} rollouts spent")
 
 
 def _last_improvement(rows: list[tuple[int, float]], first: int) -> tuple[int, float]:

@@ -124,14 +124,14 @@ class AdaptiveSettings(Section):
 class ScheduleSettings(Section):
     E: float = Field(gt=0)
     I: int = Field(ge=1)  # noqa: E741  (the paper's name)
-    total_epochs: float = Field(ge=0)
-    harness_iterations: int = Field(ge=1)
-    max_rollouts: int = Field(ge=0)
+    budget: int = Field(ge=1)
+    stagewise_weight_share: float = Field(gt=0, lt=1)
     adaptive: AdaptiveSettings
 
 
 class EvalSettings(Section):
     k: int = Field(ge=1)
+    every: int = Field(ge=0)
 
 
 class Settings(Section):

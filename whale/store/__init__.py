@@ -58,6 +58,8 @@ CREATE TABLE IF NOT EXISTS phases (
     run_id VARCHAR, cycle INTEGER, phase VARCHAR, first_step INTEGER, last_step INTEGER,
     harness_id VARCHAR, weights_id VARCHAR, decision VARCHAR, reason VARCHAR,
     completed_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (run_id, cycle, phase));
+-- the weight- plus harness-split rollouts the phase spent (the budget's unit)
+ALTER TABLE phases ADD COLUMN IF NOT EXISTS rollouts INTEGER;
 CREATE TABLE IF NOT EXISTS evals (
     run_id VARCHAR, cycle INTEGER, phase VARCHAR, harness_id VARCHAR, weights_id VARCHAR,
     split VARCHAR, k INTEGER, n_examples INTEGER, mean_at_k DOUBLE, format_rate DOUBLE,
@@ -220,10 +222,12 @@ class Store:
             out.append(Rollout(**r))
         return out if len(out) == key.size else None
 
-    def spent_rollouts(self, run_id: str) -> int:
-        """Weight- and harness-phase rollouts of a run (the budget unit; test rollouts excluded)."""
-        return self.query("SELECT count(*) FROM rollouts WHERE run_id = ? AND phase IN ('weight', 'harness')",
-                          [run_id])[0][0]
+    def unit_rollouts(self, run_id: str, cycle: int, phase: str, step: int, harness_ids: list[str],
+                      weights_id: str) -> int:
+        """Rollouts stored for one unit of work (a step or iteration of a phase, its harnesses, weights)."""
+        return self.query("SELECT count(*) FROM rollouts WHERE run_id = ? AND cycle = ? AND phase = ? AND step = ? "
+                          "AND list_contains(?, harness_id) AND weights_id = ?",
+                          [run_id, cycle, phase, step, harness_ids, weights_id])[0][0]
 
     def count(self, table: str) -> int:
         return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
