@@ -109,6 +109,7 @@ class HarnessSearchSettings(Section):
     recheck_samples: int = Field(ge=1)
     accept: AcceptSettings
     max_null_reward: float = Field(ge=0, le=1)
+    null_samples: int = Field(ge=1)
     claude: ClaudeSettings
 
 
