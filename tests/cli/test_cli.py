@@ -126,3 +126,19 @@ def test_data_seed_alone_decides_the_generated_splits(tmp_path):
         assert main(["prepare", "--domain", "chess_puzzles", "--data-dir", str(tmp_path / name), "--set", seeds]) == 0
     test = {n: (tmp_path / n / "chess_puzzles" / "test.jsonl").read_text() for n in "abc"}
     assert test["a"] == test["b"] != test["c"]
+
+
+def test_prepare_from_real_files_writes_disjoint_splits(tmp_path):
+    from whale.cli import main
+
+    rows = [{"problem": f"What is {i} + {i}?", "answer": 2 * i} for i in range(6)]
+    weight, test = tmp_path / "weight.jsonl", tmp_path / "test.jsonl"
+    weight.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    test.write_text("".join(json.dumps({"prompt": r["problem"], "answer": r["answer"]}) + "\n" for r in rows[:2]))
+    data = tmp_path / "data"
+    assert main(["prepare", "--domain", "math_reasoning", "--data-dir", str(data),
+                 "--from", f"weight={weight}", "--from", f"test={test}"]) == 0
+    lines = {s: (data / "math_reasoning" / f"{s}.jsonl").read_text().splitlines() for s in ("weight", "test")}
+    assert len(lines["test"]) == 2 and len(lines["weight"]) == 4  # the two test problems left the weight split
+    assert main(["prepare", "--domain", "math_reasoning", "--from", "dev=x.jsonl"]) == 2
+    assert main(["prepare", "--domain", "all", "--from", f"test={test}"]) == 2
