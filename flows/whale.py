@@ -4,6 +4,8 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.phases import PhaseEnd, harness_phase, weight_phase
+from tasks import log
+from tasks.harness import evaluate_harness
 from tasks.measure import evaluate_test
 from whale.run.conditions import get_condition
 from whale.run.context import Run
@@ -51,14 +53,14 @@ def _harness_only(run: Run, h0: str, spend: Spend) -> str:
 
 
 def _stagewise(run: Run, h0: str, spend: Spend) -> str:
-    """The weight stage spends ``stagewise_weight_share`` of the budget, the harness stage the rest."""
+    """The weight stage spends ``stagewise_weight_share`` of the budget, the harness stage the rest,
+    on the weight stage's best checkpoint, chosen on the harness split (never on test)."""
     sched = run.settings.schedule
     every = _steps(run, sched.E)
     spend.limit = round(sched.stagewise_weight_share * sched.budget)
     end = weight_phase(run, 1, h0, 0, spend, checkpoint_every=every)
     spend.limit = None
-    # The harness stage runs on the weight stage's best point, chosen on training reward (also on resume).
-    run.weights.serve(_best_weight_point(run, every, end))
+    run.weights.serve(_best_weight_point(run, h0, every, end, spend))
     evaluate_test(run, 1, "weight", h0, spend.spent)
     harness = h0
     if spend.open():
@@ -67,12 +69,21 @@ def _stagewise(run: Run, h0: str, spend: Spend) -> str:
     return harness
 
 
-def _best_weight_point(run: Run, every: int, end: PhaseEnd) -> int:
-    """The checkpoint (a multiple of ``every`` steps) whose last ``every`` steps had the best mean reward."""
-    rows = run.store.query(
-        "SELECT (step // ?) + 1 AS chunk, avg(reward_mean) FROM train_steps WHERE run_id = ? AND step <= ? "
-        "GROUP BY chunk ORDER BY avg(reward_mean) DESC, chunk DESC LIMIT 1", [every, run.run_id, end.last_step])
-    return min(rows[0][0] * every, end.last_step + 1)
+def _best_weight_point(run: Run, h0: str, every: int, end: PhaseEnd, spend: Spend) -> int:
+    """The checkpoint (every ``every`` steps, and the last) whose weights score best with h0 on the
+    harness split; each scoring is a unit of the budget. Ties go to the later checkpoint."""
+    points = sorted({*range(every, end.last_step + 1, every), end.last_step + 1}) if every else [end.last_step + 1]
+    best, best_score = points[-1], float("-inf")
+    for step in points:
+        if not spend.open():
+            break
+        run.weights.serve(step)
+        score = evaluate_harness(run, 1, step, h0)
+        spend.charge(run.store.unit_rollouts(run.run_id, 1, "harness", step, [h0], run.weights_id))
+        if score is not None and score["mean_reward"] >= best_score:
+            best, best_score = step, score["mean_reward"]
+    log(f"stagewise: weight stage's best point is step {best} (harness-split score {best_score:.3f})")
+    return best
 
 
 @flow(name="whale")

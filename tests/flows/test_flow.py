@@ -110,3 +110,21 @@ def test_a_run_id_refuses_other_params(project):
     overrides["schedule"]["budget"] = 4
     with pytest.raises(ValueError, match="another domain/condition/params"):
         whale(domain="chess_puzzles", condition="harness_only", run_id="r", overrides=overrides)
+
+
+def test_stagewise_splits_the_budget_and_picks_its_weight_point_on_the_harness_split(project):
+    from flows.whale import whale
+
+    tmp, overrides = project
+    overrides["schedule"].update(budget=16, stagewise_weight_share=0.5)
+    whale(domain="chess_puzzles", condition="stagewise", overrides=overrides)
+    db = tmp / "runs" / "chess_puzzles-stagewise" / "rollouts.duckdb"
+    phases = table(db, "SELECT cycle, phase, last_step, rollouts FROM phases ORDER BY cycle")
+    # the weight stage spends half the budget: 2 RSFT steps of 2 prompts x 2 samples
+    assert phases[0] == (1, "weight", 1, 8) and phases[1][1] == "harness"
+    # each checkpoint (E = 1 step apart) is scored with h0 on the harness split, never on test
+    picks = table(db, "SELECT iteration, n FROM scores WHERE cycle = 1 AND split = 'harness' ORDER BY iteration")
+    assert picks == [(1, 2), (2, 2)]
+    spent = table(db, "SELECT sum(rollouts) FROM ledger WHERE phase <> 'eval'")[0][0]
+    assert spent == 8 + 4 + phases[1][3] and 16 <= spent < 16 + 4
+    assert table(db, "SELECT count(*) FROM rollouts WHERE split = 'test' AND phase <> 'eval'")[0][0] == 0
