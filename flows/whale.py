@@ -109,7 +109,7 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
         else:
             final = _alternate(run, h0, spend)
         result = run.store.row("SELECT mean_at_k, cumulative_rollouts FROM evals WHERE run_id = ? "
-                               "ORDER BY cumulative_rollouts DESC, cycle DESC LIMIT 1", [run.run_id])
+                               "ORDER BY rowid DESC LIMIT 1", [run.run_id])  # the last one taken
         return {"run_id": run.run_id, "run_dir": str(run.dir), "final_harness": final,
                 "test_mean_at_k": result["mean_at_k"], "weights_id": run.weights_id,
                 "rollouts": int(result["cumulative_rollouts"])}

@@ -15,7 +15,9 @@ import pandas as pd
 from whale.store import find_stores, read_through_snapshot
 from whale.train.checkpoint import META_FILE
 
+# At equal cumulative rollouts a grid point was taken mid-phase, before that phase's boundary.
 PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}
+GRID_ORDER = 0.5
 
 # Test-split mean@k of every (harness, weights) pair that has test rollouts, from any phase:
 # the run's own phase-boundary evaluations and `whale eval` measurements alike.
@@ -111,7 +113,8 @@ def _run(run_dir: Path, row: dict, frames: dict[str, pd.DataFrame]) -> RunData:
         return df[df["run_id"] == rid].reset_index(drop=True) if "run_id" in df.columns else df
 
     evals = mine("evals")
-    evals = evals.assign(_order=evals["phase"].map(PHASE_ORDER).fillna(9))
+    grid = evals["phase"].str.startswith("grid-")
+    evals = evals.assign(_order=evals["phase"].map(PHASE_ORDER).where(~grid, GRID_ORDER).fillna(9))
     evals = evals.sort_values(["cumulative_rollouts", "cycle", "_order"]).drop(columns="_order").reset_index(drop=True)
     counts = mine("counts")
     try:
