@@ -91,6 +91,7 @@ def build_whale(runs: Path) -> tuple[str, str, str]:
                       iteration=4)
     for hid, status in ((h1, "ok"), (h2, "ok"), (sibling, "ok"), (bad, "error")):
         archive.set_status(hid, status, "Traceback: contract" if status == "error" else None)
+    archive.set_null_reward(h2, 0.125)  # the final harness: what it scores without the model
     for it, hid, score in ((1, h0, 0.25), (2, h1, 0.5), (3, sibling, 0.25), (4, h2, 0.75)):
         store.insert_rollouts(rollouts(rid, 1, "harness", "harness", hid, V1, 4, 1, int(score * 4), step=it))
         store.insert("scores", [{"run_id": rid, "harness_id": hid, "weights_id": V1, "split": "harness", "cycle": 1,
@@ -162,7 +163,7 @@ def test_metrics_best_and_equal_rollouts(report):
                                 "rollouts_at_best": 16, "final_mean_at_k": 0.375, "final_rollouts": 32,
                                 "at_equal_rollouts": 0.375, "equal_rollout_budget": 32,
                                 # per-example final rewards 1, .5, 0, 0: resampling 4 examples spans 0 to .75
-                                "final_ci95": [0.0, 0.75]}
+                                "final_ci95": [0.0, 0.75], "final_null_reward": None}  # h0 is never null-rolled
     # whale's best (0.625) needs 48 rollouts; within B = 32 (inclusive) its best is the harness point at 32
     assert (m["whale"]["best_mean_at_k"], m["whale"]["rollouts_at_best"]) == (0.625, 48)
     assert (m["whale"]["at_equal_rollouts"], m["whale"]["equal_rollout_budget"]) == (0.5, 32)
@@ -175,7 +176,7 @@ def test_tables_show_the_inserted_values(report):
     text = report["text"]
     assert "Equal-rollout budget B = 32 rollouts" in text
     assert re.search(r"<td>whale</td><td>math_reasoning-whale</td><td class=\"num\">0\.6250</td><td>\[[0-9.]+, "
-                     r"[0-9.]+\]</td><td class=\"num\">48</td><td class=\"num\">0\.6250</td>"
+                     r"[0-9.]+\]</td><td>0\.125</td><td class=\"num\">48</td><td class=\"num\">0\.6250</td>"
                      r"<td class=\"num\">48</td><td class=\"num\">0\.5000</td>", text)
     assert "Paired comparison of the final scores" in text and "weight_only - whale" in text
     # rollouts by phase: weight 32, harness 4 x 4, eval 4 x 8 for the whale run

@@ -104,7 +104,8 @@ def metrics(domains: list[dict]) -> dict:
             "run_id": r["run_id"], "k": r["k"], "best_mean_at_k": r["best_mean_at_k"],
             "rollouts_at_best": r["rollouts_at_best"], "at_equal_rollouts": r["at_equal_rollouts"],
             "equal_rollout_budget": d["budget"], "final_mean_at_k": r["final_mean_at_k"],
-            "final_rollouts": r["final_rollouts"], "final_ci95": r["final_ci"]} for r in d["conditions"]}
+            "final_rollouts": r["final_rollouts"], "final_ci95": r["final_ci"],
+            "final_null_reward": r["final_null_reward"]} for r in d["conditions"]}
     return out
 
 

@@ -13,7 +13,9 @@ from whale.train.checkpoint import checkpoint_dir
 RULES = """\
 Rules used on this page:
   * final: a run's last test evaluation, with its 95 % bootstrap interval over test examples; the
-    comparison block pairs conditions on the same examples (and seeds): `whale compare`.
+    comparison block pairs conditions on the same examples (and seeds): `whale compare`. "null
+    reward": what the final harness scored on the harness split under a policy that ignores its
+    input (uniform choices or random tokens): a score near it was not earned by the model.
   * best: a run's highest test mean@k over its phase-boundary evaluations (a maximum over noisy
     evaluations: optimistic, and more so for runs evaluated more often); "rollouts at best" is
     the first point reaching it (cumulative weight + harness rollouts; test rollouts not counted).
@@ -53,8 +55,19 @@ def condition_table(runs: list[RunData]) -> tuple[list[dict], int]:
     for r in runs:
         within = r.evals[r.evals["cumulative_rollouts"] <= budget]
         rows.append({"label": names[r.run_id], "run_id": r.run_id, "condition": r.condition, **summaries[r.run_id],
-                     "at_equal_rollouts": float(within["mean_at_k"].max()), "final_ci": _final_ci(r)})
+                     "at_equal_rollouts": float(within["mean_at_k"].max()), "final_ci": _final_ci(r),
+                     "final_null_reward": _null_reward(r)})
     return rows, budget
+
+
+def _null_reward(run: RunData) -> float | None:
+    """The final harness's harness-split reward under the null policy (None for a seed, never
+    rolled so): what the harness earns without the model, the baseline its score is read against."""
+    h = run.harnesses
+    if h.empty or "null_reward" not in h.columns:
+        return None
+    rows = h[h["harness_id"] == run.evals.iloc[-1]["harness_id"]]["null_reward"].dropna()
+    return float(rows.iloc[0]) if len(rows) else None
 
 
 def _final_ci(run: RunData) -> list[float] | None:

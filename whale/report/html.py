@@ -90,17 +90,22 @@ def _domain(d: dict) -> str:
 
 
 def _conditions(d: dict) -> list[str]:
-    rows = [[r["label"], r["run_id"], r["final_mean_at_k"], _ci(r["final_ci"]), r["final_rollouts"],
-             r["best_mean_at_k"], r["rollouts_at_best"], r["at_equal_rollouts"], r["points"]] for r in d["conditions"]]
+    rows = [[r["label"], r["run_id"], r["final_mean_at_k"], _ci(r["final_ci"]), _opt(r["final_null_reward"]),
+             r["final_rollouts"], r["best_mean_at_k"], r["rollouts_at_best"], r["at_equal_rollouts"], r["points"]]
+            for r in d["conditions"]]
     k = d["conditions"][0]["k"]
     return [f"<h3>Final test mean@{k} (95 % interval), best and at equal rollouts</h3>",
             f'<p class="rule">Equal-rollout budget B = {d["budget"]} rollouts (the smallest final budget among '
             "these runs); \"at equal rollouts\" is each run's best test mean@k among its evaluations with "
             "cumulative weight + harness rollouts &le; B.</p>",
-            table(["condition", "run", f"final mean@{k}", "95 % interval", "final rollouts",
-                   f"best mean@{k} (max, optimistic)", "rollouts at best", f"at equal rollouts (≤ {d['budget']})",
-                   "evaluations"], rows),
+            table(["condition", "run", f"final mean@{k}", "95 % interval", "null reward of its harness",
+                   "final rollouts", f"best mean@{k} (max, optimistic)", "rollouts at best",
+                   f"at equal rollouts (≤ {d['budget']})", "evaluations"], rows),
             "<h3>Paired comparison of the final scores</h3>", f"<pre>{escape(d['comparison'])}</pre>"]
+
+
+def _opt(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _ci(ci) -> str:
