@@ -52,6 +52,14 @@ def record(run: Run, cycle: int, phase: str, first: int, end: PhaseEnd) -> Phase
     return end
 
 
+def charge_harness_unit(run: Run, spend: Spend, cycle: int, step: int, harness_ids: list[str]) -> int:
+    """Charge ``spend`` with the harness-split rollouts a finished unit stored under the current
+    weights (the same count whether it ran now or was read back on resume); return it."""
+    n = run.store.unit_rollouts(run.run_id, cycle, "harness", step, harness_ids, run.weights_id)
+    spend.charge(n)
+    return n
+
+
 def grid(run: Run, spend: Spend, cycle: int, harness_id: str) -> None:
     """Test-evaluate the system as it stands at every grid point (a multiple of ``eval.every``
     rollouts) that the spend has crossed and that has no evaluation yet."""
@@ -121,9 +129,7 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
 
     def unit(iteration: int, hids: list[str]) -> None:
         nonlocal spent
-        n = run.store.unit_rollouts(run.run_id, cycle, "harness", iteration, hids, run.weights_id)
-        spend.charge(n)
-        spent += n
+        spent += charge_harness_unit(run, spend, cycle, iteration, hids)
         grid(run, spend, cycle, incoming)
 
     it, reason, idle = 1, "", 0

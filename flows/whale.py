@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.phases import PhaseEnd, harness_phase, weight_phase
+from flows.phases import PhaseEnd, charge_harness_unit, harness_phase, weight_phase
 from tasks import log
 from tasks.harness import evaluate_harness
 from tasks.measure import evaluate_test
@@ -79,7 +79,7 @@ def _best_weight_point(run: Run, h0: str, every: int, end: PhaseEnd, spend: Spen
             break
         run.weights.serve(step)
         score = evaluate_harness(run, 1, step, h0)
-        spend.charge(run.store.unit_rollouts(run.run_id, 1, "harness", step, [h0], run.weights_id))
+        charge_harness_unit(run, spend, 1, step, [h0])
         if score is not None and score["mean_reward"] >= best_score:
             best, best_score = step, score["mean_reward"]
     log(f"stagewise: weight stage's best point is step {best} (harness-split score {best_score:.3f})")

@@ -1,4 +1,4 @@
-"""Shared fixtures: the SmolLM2 tokenizer and a tiny randomly initialised model built on it."""
+"""Shared fixtures: the SmolLM2 tokenizer, a tiny randomly initialised model built on it, a canary."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".pytest_cache" / "whale"
+
+
+@pytest.fixture
+def canary(tmp_path, monkeypatch) -> Path:
+    """A gold-answer file on the host and an API key in the environment, both marked CANARY:
+    an attack that reaches either shows the marker in what it leaves behind."""
+    secret = tmp_path / "test.jsonl"
+    secret.write_text('{"gold": "CANARY-GOLD-7731"}')
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-CANARY-KEY-5521")
+    return secret
 
 
 @pytest.fixture(scope="session")

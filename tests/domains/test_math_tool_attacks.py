@@ -26,14 +26,6 @@ def spawn(*argv, setsid=False):
 '''
 
 
-@pytest.fixture
-def canary(tmp_path, monkeypatch):
-    secret = tmp_path / "gold.jsonl"
-    secret.write_text('{"answer": "CANARY-GOLD-7731"}')
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-CANARY-KEY-5521")
-    return secret
-
-
 def test_hook_bypass_by_fork_exec_runs_a_shell_that_sees_nothing(canary):
     cmd = f"id -u; cat {canary} {ROOT}/params.yaml /proc/1/environ; echo; echo ROOT $(ls /); echo PROC $(ls /proc)"
     out = run_python(SPAWN + f"os.waitpid(spawn('/bin/sh', '-c', {cmd!r}), 0)", 5)["output"]

@@ -2,73 +2,22 @@
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 
 import anthropic
 import pytest
 
 from harnesses.proposers import (
     Proposal,
-    ProposerContext,
     ProposerUnavailable,
     propose_with_fallback,
     proposer_view,
 )
 from harnesses.proposers.claude import ClaudeProposer
-from harnesses.proposers.claude_tools import Workbench, check_source
-from harnesses.proposers.sql_tool import SqlLimits
+from harnesses.proposers.claude_tools import check_source
 from tests.support.messages_server import MessagesServer, error, message, slow, text, tool_use
+from tests.support.proposer import GOOD, H0, H0_ID, PROMPT, rollout
 from whale.clients.anthropic import Usage, estimate_cost
-from whale.ids import harness_id
 from whale.store import Store
-from whale.types import Rollout
-
-ROOT = Path(__file__).resolve().parents[2]
-H0 = '''from harnesses.contract import BaseHarness, Prompt, Finish
-
-
-class Harness(BaseHarness):
-    max_turns = 2
-
-    def start(self, observation):
-        return Prompt(messages=[{"role": "user", "content": "Answer in <answer> tags: " + observation["question"]}])
-
-    def act(self, completion):
-        return Finish()
-'''
-GOOD = H0.replace("max_turns = 2", "max_turns = 3")
-PROMPT = H0.replace("Answer in <answer> tags: ", "Think, then answer in <answer> tags: ")
-H0_ID = harness_id(H0)
-
-
-def _rollout(split: str, ex: str, reward: float) -> Rollout:
-    return Rollout(run_id="r1", cycle=1, phase="harness", step=1, split=split, example_id=ex,
-                   sample_idx=0, harness_id=H0_ID, weights_id="w1", seed=0, reward=reward,
-                   stop_reason="answered", messages=[{"role": "assistant", "content": f"secret-{split}"}],
-                   token_ids=[1, 2, 3], mask=[0, 1, 1])
-
-
-@pytest.fixture
-def ctx(tmp_path) -> ProposerContext:
-    archive = tmp_path / "archive"
-    archive.mkdir()
-    (archive / f"{H0_ID}.py").write_text(H0)
-    notes = tmp_path / "notes.md"
-    notes.write_text("NOTE: the search tool returns at most 3 passages.")
-    with Store(tmp_path / "rollouts.duckdb") as store:
-        store.insert("harnesses", [{"harness_id": H0_ID, "domain": "search_qa", "path": f"{H0_ID}.py",
-                                    "parents": [], "origin": "seed", "hypothesis": "h0", "axis": None,
-                                    "components": [], "status": "ok", "error": None, "cycle": 0,
-                                    "iteration": 1}])
-        store.insert("scores", [{"run_id": "r1", "harness_id": H0_ID, "weights_id": "w1", "split": s,
-                                 "cycle": 1, "iteration": 1, "n": 2, "mean_reward": m}
-                                for s, m in (("harness", 0.25), ("test", 0.875))])
-        store.insert_rollouts([_rollout("harness", "a", 0.0), _rollout("harness", "b", 1.0),
-                               _rollout("test", "t1", 1.0), _rollout("weight", "w1", 1.0)])
-    return ProposerContext(run_id="r1", domain="search_qa", cycle=1, iteration=2, M=2, seed=0,
-                           incumbent_id=H0_ID, archive_dir=archive, store_path=tmp_path / "rollouts.duckdb",
-                           notes_path=notes, contract_path=ROOT / "harnesses" / "contract.py")
 
 
 def _proposer(srv, sleeps=None, **kw) -> ClaudeProposer:
@@ -142,7 +91,7 @@ def test_view_has_no_test_rows_and_no_token_columns(ctx):
             proposer_view(ctx)
         ctx.store = store
         view = proposer_view(ctx)
-        store.insert_rollouts([_rollout("harness", "c", 1.0)])  # the writer still works
+        store.insert_rollouts([rollout("harness", "c", 1.0)])  # the writer still works
     splits = view.execute("SELECT DISTINCT split FROM rollouts").fetchall()
     columns = {c[0] for c in view.execute("DESCRIBE rollouts").fetchall()}
     assert splits == [("harness",)] and "token_ids" not in columns and "mask" not in columns
@@ -246,55 +195,6 @@ def test_candidate_rules(ctx):
     assert "identical to harness" in dup["content"] and "already written" in same_axis["content"]
     assert "call finish" in over["content"] and not ok["is_error"] and not ok2["is_error"]
     assert len(proposal.candidates) == 2
-
-
-@pytest.fixture
-def view(ctx):
-    view = proposer_view(ctx)
-    yield view
-    view.close()
-
-
-def _sql(bench: Workbench, query: str) -> tuple[str, bool]:
-    return bench.run("sql", {"query": query})
-
-
-def test_sql_stops_a_runaway_query_and_the_view_keeps_working(ctx, view):
-    bench = Workbench(ctx, view, SqlLimits(timeout_s=1))
-    started = time.monotonic()
-    out, is_error = _sql(bench, "SELECT count(*) FROM range(1000000000000)")
-    assert is_error and "stopped after 1 s" in out and "LIMIT" in out
-    assert time.monotonic() - started < 30  # stopped, not run to the end (hours)
-    assert _sql(bench, "SELECT count(*) AS n FROM rollouts") == ("n\n2", False)
-
-
-def test_sql_timer_of_a_finished_query_cannot_stop_the_next_one(ctx, view):
-    bench = Workbench(ctx, view, SqlLimits(timeout_s=0.2))
-    assert _sql(bench, "SELECT 1 AS one") == ("one\n1", False)
-    # ~1 s of work on this view: a timer left armed by the query above would interrupt it at 0.2 s
-    assert view.execute("SELECT count(*) > 0 FROM range(300000000) WHERE range % 7 = 0").fetchone() == (True,)
-
-
-def test_sql_returns_capped_rows_in_order(ctx, view):
-    out, is_error = _sql(Workbench(ctx, view), "SELECT range AS i FROM range(1000000) ORDER BY i DESC")
-    lines = out.splitlines()
-    assert not is_error and lines[:3] == ["i", "999999", "999998"] and len(lines) == 1 + 200 + 1
-    assert lines[-1].startswith("... first 200 rows shown, more were cut")
-    assert _sql(Workbench(ctx, view), "SELECT 1 AS i WHERE false") == ("i\n(0 rows)", False)
-    # the query runs nested as a subquery: a closing ';' (and a comment after it) is dropped first
-    assert _sql(Workbench(ctx, view), "SELECT 'é;' AS s; -- done") == ("s\né;", False)
-
-
-def test_sql_caps_giant_values_and_the_whole_result(ctx, view):
-    bench = Workbench(ctx, view, SqlLimits(max_cell_chars=100, max_chars=5000))
-    out, is_error = _sql(bench, "SELECT repeat('x', 10000000) AS big, NULL AS nothing, 'a\tb' AS tab")
-    big, nothing, tab = out.splitlines()[1].split("\t")
-    assert not is_error and big == "x" * 100 + "...[value cut at 100 characters]"
-    assert (nothing, tab) == ("NULL", "a b")
-    many, _ = _sql(bench, "SELECT repeat('y', 1000000) AS big FROM range(1000)")
-    assert len(many) < 5100 and many.endswith("more characters]")
-    sql = next(s for s in bench.specs() if s["name"] == "sql")
-    assert "200 rows, 100 characters per value and 5000" in sql["description"]
 
 
 def test_unknown_model_costs_nothing():

@@ -35,14 +35,6 @@ def engine(tiny_model_dir):
     return Engine(TransformersBackend(str(tiny_model_dir)), ToyDomain(2), Sampling(1.0, 1.0, 0), limits)
 
 
-@pytest.fixture
-def canary(tmp_path, monkeypatch):
-    secret = tmp_path / "test.jsonl"
-    secret.write_text('{"gold": "CANARY-GOLD-7731"}')
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-CANARY-KEY-5521")
-    return secret
-
-
 def run_clean(engine, source: str):
     assert static_violations(source) == [], "the attack must get past the static check"
     rollouts = engine.run(source, ToyDomain(2).items, k=1, seed=0, progress=False)
