@@ -8,7 +8,7 @@ CONDITION ?= adaptive_whale
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup browser data model run report lint test test-fast clean
+.PHONY: setup browser data model run study report lint test test-fast clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,13 @@ data: setup
 # `whale run` writes the report of every run under runs/ at the end and prints its path.
 run: setup model data
 	$(BIN)/whale run --domain $(DOMAIN) --condition $(CONDITION)
+
+# The comparison of conditions on chess (params.yaml `profiles.study`): 5 conditions x 3 run seeds
+# at one budget, then `whale compare` (paired intervals) into runs/study.json and the report.
+STUDY_CONDITIONS := weight_only,harness_only,whale,adaptive_whale,stagewise
+study: setup model data
+	$(BIN)/whale --profile study run --domain chess_puzzles --condition $(STUDY_CONDITIONS) --seeds 0,1,2
+	$(BIN)/whale compare --domain chess_puzzles --json runs/study.json
 
 # Static checks first (seconds): the layering contracts (pyproject.toml) and ruff.
 lint: setup

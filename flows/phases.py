@@ -126,10 +126,18 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
         return done
     search, prompt_only = run.settings.harness_search, run.condition.prompt_only
     spent = 0
+    # Once a challenger has been scored, candidates stop early enough for the acceptance re-check
+    # to fit in the budget too (replayed identically on resume: units are read back in order).
+    reserve = (search.recheck_top + 1) * search.recheck_samples * len(run.domain.examples("harness")) \
+        if search.recheck_top else 0
+    kept = 0
 
     def unit(iteration: int, hids: list[str]) -> None:
-        nonlocal spent
-        spent += charge_harness_unit(run, spend, cycle, iteration, hids)
+        nonlocal spent, kept
+        n = charge_harness_unit(run, spend, cycle, iteration, hids)
+        spent += n
+        if iteration >= 2 and n:  # a challenger exists: its re-check must fit in the budget
+            kept = reserve
         grid(run, spend, cycle, incoming)
 
     it, reason, idle = 1, "", 0
@@ -145,7 +153,7 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
             d = Decision(it >= iterations, f"fixed length: {iterations} iterations")
         else:
             d = Decision(False)
-        d = d if d.stop else spend.decision()
+        d = d if d.stop else spend.decision(kept)
         if d.stop:
             reason = d.reason
             break
@@ -153,7 +161,10 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
         best = select_harness(run, cycle)["harness_id"]
         before = spent
         for hid in propose_harnesses(run, cycle, it, best, prompt_only):
-            if spend.open() and validate_candidate(run, hid, best, prompt_only):
+            if not spend.open(kept):
+                if run.archive.status(hid)[0] == "pending":
+                    run.archive.set_status(hid, "unscored", "the budget was spent before its evaluation")
+            elif validate_candidate(run, hid, best, prompt_only):
                 evaluate_harness(run, cycle, it, hid, smoke=True)
                 unit(it, [hid])
         idle = idle + 1 if spent == before else 0

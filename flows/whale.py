@@ -19,6 +19,20 @@ def _steps(run: Run, epochs: float) -> int:
     return epochs_to_steps(run.settings, len(run.domain.examples("weight")), epochs)
 
 
+def boundary(run: Run, cycle: int, phase: str, harness_id: str, spend: Spend) -> None:
+    """The test evaluation at the end of a phase (for the curves), unless ``eval.phases`` is off."""
+    if run.settings.eval.phases:
+        evaluate_test(run, cycle, phase, harness_id, spend.spent)
+
+
+def _final(run: Run, harness_id: str, spend: Spend) -> None:
+    """Without phase evaluations the end of the run is evaluated on its own (free when a grid
+    point already measured the same weights and harness)."""
+    if not run.settings.eval.phases:
+        (cycle,) = run.store.query("SELECT coalesce(max(cycle), 0) FROM evals WHERE run_id = ?", [run.run_id])[0]
+        evaluate_test(run, cycle, "final", harness_id, spend.spent)
+
+
 def _alternate(run: Run, h0: str, spend: Spend) -> str:
     """Weight phase, harness phase, repeated until the budget is spent (weight_only: weight phases
     only, each E epochs long, so the test curve has a point per phase)."""
@@ -35,20 +49,20 @@ def _alternate(run: Run, h0: str, spend: Spend) -> str:
         else:
             end = weight_phase(run, cycle, incumbent, step, spend, max_steps=phase_len)
         step = end.last_step + 1
-        evaluate_test(run, cycle, "weight", incumbent, spend.spent)
+        boundary(run, cycle, "weight", incumbent, spend)
         if condition.searches and spend.open():
             if condition.adaptive:
                 end = harness_phase(run, cycle, incumbent, spend, rule=harness_rule)
             else:
                 end = harness_phase(run, cycle, incumbent, spend, iterations=sched.I)
             incumbent = end.harness_id
-            evaluate_test(run, cycle, "harness", incumbent, spend.spent)
+            boundary(run, cycle, "harness", incumbent, spend)
     return incumbent
 
 
 def _harness_only(run: Run, h0: str, spend: Spend) -> str:
     end = harness_phase(run, 1, h0, spend)
-    evaluate_test(run, 1, "harness", end.harness_id, spend.spent)
+    boundary(run, 1, "harness", end.harness_id, spend)
     return end.harness_id
 
 
@@ -61,11 +75,11 @@ def _stagewise(run: Run, h0: str, spend: Spend) -> str:
     end = weight_phase(run, 1, h0, 0, spend, checkpoint_every=every)
     spend.limit = None
     run.weights.serve(_best_weight_point(run, h0, every, end, spend))
-    evaluate_test(run, 1, "weight", h0, spend.spent)
+    boundary(run, 1, "weight", h0, spend)
     harness = h0
     if spend.open():
         harness = harness_phase(run, 2, h0, spend).harness_id
-        evaluate_test(run, 2, "harness", harness, spend.spent)
+        boundary(run, 2, "harness", harness, spend)
     return harness
 
 
@@ -108,6 +122,7 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
             final = _stagewise(run, h0, spend)
         else:
             final = _alternate(run, h0, spend)
+        _final(run, final, spend)
         result = run.store.row("SELECT mean_at_k, cumulative_rollouts FROM evals WHERE run_id = ? "
                                "ORDER BY rowid DESC LIMIT 1", [run.run_id])  # the last one taken
         return {"run_id": run.run_id, "run_dir": str(run.dir), "final_harness": final,

@@ -14,7 +14,8 @@ from whale.files import write_atomic
 from whale.ids import harness_id
 from whale.store import Store
 
-STATUSES = ("ok", "invalid", "error", "solves_without_model", "pending")
+# `unscored`: proposed, but the budget was spent before its evaluation could start.
+STATUSES = ("ok", "invalid", "error", "solves_without_model", "unscored", "pending")
 
 
 def first_parents(hid: str, parents: Mapping[str, Sequence[str] | None]) -> list[str]:

@@ -17,14 +17,16 @@ class ChessDomain(Domain):
     name = "chess_puzzles"
 
     def __init__(self, data_dir: str | Path = "data", mix: dict[str, float] | None = None,
-                 max_legal_moves: int = _generate.DEFAULT_MAX_LEGAL_MOVES):
+                 max_legal_moves: int = _generate.DEFAULT_MAX_LEGAL_MOVES,
+                 splits: dict[str, dict] | None = None):
         super().__init__(data_dir)
         self.mix = dict(_generate.DEFAULT_MIX if mix is None else mix)
         self.max_legal_moves = max_legal_moves
-        _generate.check_params(self.mix, max_legal_moves)
+        self.splits = dict(splits or {})
+        _generate.split_params(self.mix, max_legal_moves, self.splits)
 
     def generate(self, sizes: dict[str, int], seed: int) -> dict[str, list[Example]]:
-        return _generate.generate(sizes, seed, self.mix, self.max_legal_moves)
+        return _generate.generate(sizes, seed, self.mix, self.max_legal_moves, self.splits)
 
     def import_files(self, files: dict[str, str | Path]) -> dict[str, int]:
         """Write splits from Lichess CSV files (``{split: path}``), made disjoint, and count them.

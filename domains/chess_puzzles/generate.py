@@ -102,14 +102,37 @@ def _draw_win_piece(rng: random.Random, max_legal: int) -> tuple[str, list[str]]
 DRAWERS = {"mate1": _draw_mate1, "mate2": _draw_mate2, "win_piece": _draw_win_piece}
 
 
+def split_params(mix: dict[str, float] | None, max_legal_moves: int,
+                 splits: dict[str, dict] | None) -> dict[str, tuple[dict[str, float], int]]:
+    """``(mix, max_legal_moves)`` of every split: the shared values, overridden per split."""
+    unknown = set(splits or {}) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"unknown split(s) {sorted(unknown)} in splits; splits are {SPLITS}")
+    out = {}
+    for split in SPLITS:
+        own = (splits or {}).get(split) or {}
+        extra = set(own) - {"mix", "max_legal_moves"}
+        if extra:
+            raise ValueError(f"splits.{split}: unknown key(s) {sorted(extra)}; keys are mix, max_legal_moves")
+        params = (dict(own.get("mix") or (DEFAULT_MIX if mix is None else mix)),
+                  own.get("max_legal_moves") or max_legal_moves)
+        check_params(*params)
+        out[split] = params
+    return out
+
+
 def generate(sizes: dict[str, int], seed: int, mix: dict[str, float] | None = None,
-             max_legal_moves: int = DEFAULT_MAX_LEGAL_MOVES) -> dict[str, list[Example]]:
-    """Splits of ``sizes[split]`` puzzles each, disjoint, identical for the same arguments."""
-    mix = dict(DEFAULT_MIX if mix is None else mix)
-    check_params(mix, max_legal_moves)
+             max_legal_moves: int = DEFAULT_MAX_LEGAL_MOVES,
+             splits: dict[str, dict] | None = None) -> dict[str, list[Example]]:
+    """Splits of ``sizes[split]`` puzzles each, disjoint, identical for the same arguments.
+
+    ``mix`` and ``max_legal_moves`` apply to every split unless ``splits[split]`` overrides them
+    (e.g. an easy weight split beside held-out splits shaped like real puzzles).
+    """
+    params = split_params(mix, max_legal_moves, splits)
     check_sizes(sizes)
     seen: set[str] = set()
-    out = {split: _draw_split(split, sizes[split], seed, mix, max_legal_moves, seen)
+    out = {split: _draw_split(split, sizes[split], seed, *params[split], seen)
            for split in DRAW_ORDER if split in sizes}
     return {split: out[split] for split in SPLITS if split in out}
 

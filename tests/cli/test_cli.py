@@ -103,19 +103,41 @@ def test_sql_names_a_single_runs_tables_bare_and_reports_bad_queries_without_a_t
     assert out.returncode == 2 and "whale: query failed" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_help_of_every_command_renders():
+    from whale.cli import COMMANDS, parser
+
+    p = parser()
+    assert all(name in p.format_help() for name in COMMANDS)
+    for name in COMMANDS:  # argparse %-formats help strings: a bare % breaks `whale --help`
+        with pytest.raises(SystemExit) as stop:
+            parser().parse_args([name, "--help"])
+        assert stop.value.code == 0
+
+
 def test_seeds_start_one_run_each_on_the_same_data():
     from whale.cli import parser
     from whale.cli.run import jobs
 
     args = parser().parse_args(["run", "--domain", "chess_puzzles", "--condition", "whale", "--seeds", "0,2",
                                 "--set", '{"schedule": {"E": 0.25}}'])
-    assert jobs(args) == [("chess_puzzles-whale-s0", {"schedule": {"E": 0.25}, "seed": 0}),
-                          ("chess_puzzles-whale-s2", {"schedule": {"E": 0.25}, "seed": 2})]
+    assert jobs(args) == [("whale", "chess_puzzles-whale-s0", {"schedule": {"E": 0.25}, "seed": 0}),
+                          ("whale", "chess_puzzles-whale-s2", {"schedule": {"E": 0.25}, "seed": 2})]
     single = parser().parse_args(["run", "--domain", "chess_puzzles", "--condition", "whale"])
-    assert jobs(single) == [(None, None)]
+    assert jobs(single) == [("whale", None, None)]
+    study = parser().parse_args(["run", "--domain", "chess_puzzles", "--condition", "weight_only,whale",
+                                 "--seeds", "0,1"])
+    assert [(c, r) for c, r, _ in jobs(study)] == [
+        ("weight_only", "chess_puzzles-weight_only-s0"), ("weight_only", "chess_puzzles-weight_only-s1"),
+        ("whale", "chess_puzzles-whale-s0"), ("whale", "chess_puzzles-whale-s1")]
+    named = parser().parse_args(["run", "--condition", "weight_only,whale", "--run", "mine"])
+    with pytest.raises(ValueError, match="give one --condition"):
+        jobs(named)
     for bad in ("0,x", "1,1", "-1", ""):
         with pytest.raises(SystemExit):
             parser().parse_args(["run", "--seeds", bad])
+    for bad in ("whale,whale", "wale", ""):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["run", "--condition", bad])
 
 
 def test_data_seed_alone_decides_the_generated_splits(tmp_path):

@@ -162,6 +162,27 @@ def test_bad_parameters_are_refused(kwargs, message):
         ChessDomain("data", **kwargs)
 
 
+def test_splits_override_the_shared_mix_and_move_cap():
+    easy = {"mix": {"mate1": 1.0}, "max_legal_moves": 6}
+    out = generate({"weight": 3, "test": 3}, seed=0, mix=FAST_MIX, max_legal_moves=24, splits={"weight": easy})
+    assert {e.public["type"] for e in out["weight"]} == {"mate1"}
+    assert all(chess.Board(e.public["fen"]).legal_moves.count() <= 6 for e in out["weight"])
+    # the test split keeps the shared values; with the same seed it is the split drawn without overrides
+    assert out["test"] == generate({"test": 3}, seed=0, mix=FAST_MIX, max_legal_moves=24)["test"]
+
+
+@pytest.mark.parametrize("splits, message", [
+    ({"train": {}}, "unknown split"),
+    ({"weight": {"depth": 3}}, "unknown key"),
+    ({"weight": {"max_legal_moves": 1}}, "max_legal_moves"),
+])
+def test_bad_split_overrides_are_refused(splits, message):
+    with pytest.raises(ValueError, match=message):
+        generate({"test": 1}, seed=0, mix=FAST_MIX, splits=splits)
+    with pytest.raises(ValueError, match=message):
+        ChessDomain("data", mix=FAST_MIX, splits=splits)
+
+
 def test_unknown_split_is_refused():
     with pytest.raises(ValueError, match="unknown split"):
         generate({"train": 3}, seed=0)

@@ -128,3 +128,36 @@ def test_stagewise_splits_the_budget_and_picks_its_weight_point_on_the_harness_s
     spent = table(db, "SELECT sum(rollouts) FROM ledger WHERE phase <> 'eval'")[0][0]
     assert spent == 8 + 4 + phases[1][3] and 16 <= spent < 16 + 4
     assert table(db, "SELECT count(*) FROM rollouts WHERE split = 'test' AND phase <> 'eval'")[0][0] == 0
+
+
+def test_harness_search_keeps_budget_for_its_recheck_and_leaves_no_candidate_pending(project):
+    from flows.whale import whale
+
+    tmp, overrides = project
+    # re-evaluation 2 + candidates of 2 rollouts while 4 stay for the re-check (incoming + top 1,
+    # 1 sample x 2 examples): the proposer stops at 8 spent, the re-check takes it to 12
+    overrides["schedule"]["budget"] = 12
+    overrides["harness_search"]["M"] = 2
+    whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
+    db = tmp / "runs" / "chess_puzzles-harness_only" / "rollouts.duckdb"
+    statuses = dict(table(db, "SELECT status, count(*) FROM harnesses GROUP BY ALL"))
+    assert "pending" not in statuses
+    spent = table(db, "SELECT sum(rollouts) FROM ledger WHERE phase <> 'eval'")[0][0]
+    assert 12 <= spent < 12 + 4
+    challengers = table(db, "SELECT count(*) FROM scores WHERE cycle = 1 AND iteration >= 2")[0][0]
+    rechecked = table(db, "SELECT count(*) FROM scores WHERE cycle = 1 AND iteration = 0")[0][0]
+    assert rechecked == (2 if challengers else 0)
+    assert table(db, "SELECT phase FROM evals ORDER BY rowid DESC LIMIT 1")[0][0] == "harness"
+
+
+def test_without_phase_evaluations_only_the_start_the_grid_and_the_end_are_evaluated(project):
+    from flows.whale import whale
+
+    tmp, overrides = project
+    overrides["eval"]["phases"] = False
+    result = whale(domain="chess_puzzles", condition="whale", overrides=overrides)
+    db = tmp / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
+    phases = [p for (p,) in table(db, "SELECT phase FROM evals ORDER BY rowid")]
+    assert phases == ["start", "grid-1", "grid-2", "final"]
+    final = table(db, "SELECT mean_at_k, cumulative_rollouts FROM evals WHERE phase = 'final'")[0]
+    assert (result["test_mean_at_k"], result["rollouts"]) == final

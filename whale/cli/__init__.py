@@ -15,7 +15,7 @@ COMMANDS = {
     "eval": ("eval", "roll out a harness on a split and report mean@k"),
     "run": ("run", "run (or resume) one condition on one domain as a Prefect flow"),
     "report": ("report", "offline HTML report (PNGs embedded), metrics.json and curves.csv of the runs"),
-    "compare": ("compare", "conditions side by side: final test scores with paired 95 % bootstrap intervals"),
+    "compare": ("compare", "conditions side by side: final test scores with paired 95 %% bootstrap intervals"),
     "harness": ("harness", "inspect a run's harness archive (read-only)"),
     "sql": ("sql", "query every run's DuckDB (tables attached per run; all_<table> views)"),
     "serve": ("serve", "OpenAI-compatible server over the transformers backend"),

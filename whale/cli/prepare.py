@@ -31,7 +31,7 @@ def run(args, settings) -> None:
     for name in names:
         if name not in settings.data:
             raise ValueError(f"params.yaml has no data.{name} split sizes")
-        options = settings.generation.chess_puzzles.model_dump() if name == "chess_puzzles" else {}
+        options = settings.generation.chess_puzzles.model_dump(exclude_none=True) if name == "chess_puzzles" else {}
         get_domain(name, args.data_dir, **options).prepare(settings.data[name].model_dump(), settings.data_seed)
         print(f"wrote {args.data_dir}/{name}/{{weight,harness,test}}.jsonl")
 

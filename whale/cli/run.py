@@ -16,7 +16,8 @@ from whale.run.conditions import CONDITIONS
 
 def add_arguments(p) -> None:
     p.add_argument("--domain", default="math_reasoning", choices=NAMES)
-    p.add_argument("--condition", default="adaptive_whale", choices=list(CONDITIONS))
+    p.add_argument("--condition", default="adaptive_whale", type=_conditions,
+                   help=f"one of {', '.join(CONDITIONS)}, or several comma-separated (one run each)")
     p.add_argument("--run", default=None, help="run id (default <domain>-<condition>); rerun to resume")
     p.add_argument("--seeds", default=None, type=_seeds,
                    help="comma-separated run seeds, one run each, one after another (run ids get -s<seed>); "
@@ -35,12 +36,27 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
-def jobs(args) -> list[tuple[str | None, dict | None]]:
-    """(run id, overrides) of each run the command starts."""
-    if args.seeds is None:
-        return [(args.run, overrides(args))]
-    base = args.run or f"{args.domain}-{args.condition}"
-    return [(f"{base}-s{seed}", {**(overrides(args) or {}), "seed": seed}) for seed in args.seeds]
+def _conditions(text: str) -> list[str]:
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CONDITIONS]
+    if not names or unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"--condition takes distinct names among {', '.join(CONDITIONS)}, "
+                                         f"got {text!r}")
+    return names
+
+
+def jobs(args) -> list[tuple[str, str | None, dict | None]]:
+    """(condition, run id, overrides) of each run the command starts: every condition, then every seed."""
+    if args.run and len(args.condition) > 1:
+        raise ValueError("--run names one run: give one --condition with it")
+    out = []
+    for condition in args.condition:
+        if args.seeds is None:
+            out.append((condition, args.run, overrides(args)))
+            continue
+        base = args.run or f"{args.domain}-{condition}"
+        out += [(condition, f"{base}-s{seed}", {**(overrides(args) or {}), "seed": seed}) for seed in args.seeds]
+    return out
 
 
 def run(args, settings) -> None:
@@ -48,8 +64,8 @@ def run(args, settings) -> None:
     resumes on its own and a crash in one costs none of the others."""
     from flows.whale import whale
 
-    for run_id, override in jobs(args):
-        result = whale(domain=args.domain, condition=args.condition, run_id=run_id, profile=args.profile,
+    for condition, run_id, override in jobs(args):
+        result = whale(domain=args.domain, condition=condition, run_id=run_id, profile=args.profile,
                        overrides=override, params_path=args.params)
         print(json.dumps(result, indent=2, sort_keys=True))
     if not args.no_report:

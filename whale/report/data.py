@@ -16,7 +16,7 @@ from whale.store import find_stores, read_through_snapshot
 from whale.train.checkpoint import META_FILE
 
 # At equal cumulative rollouts a grid point was taken mid-phase, before that phase's boundary.
-PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2}
+PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2, "final": 3}
 GRID_ORDER = 0.5
 
 # Test-split mean@k of every (harness, weights) pair that has test rollouts, from any phase:

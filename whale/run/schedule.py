@@ -36,16 +36,18 @@ class Spend:
     def cap(self) -> int:
         return self.budget if self.limit is None else min(self.limit, self.budget)
 
-    def open(self) -> bool:
-        return self.spent < self.cap
+    def open(self, reserve: int = 0) -> bool:
+        """Whether a unit may start, keeping ``reserve`` rollouts for work that must follow it."""
+        return self.spent + reserve < self.cap
 
     def charge(self, rollouts: int) -> None:
         self.spent += rollouts
 
-    def decision(self) -> Decision:
-        if self.open():
+    def decision(self, reserve: int = 0) -> Decision:
+        if self.open(reserve):
             return Decision(False)
-        return Decision(True, f"budget: {self.spent} of {self.cap} rollouts spent")
+        kept = f", {reserve} kept for the re-check" if self.open() else ""
+        return Decision(True, f"budget: {self.spent} of {self.cap} rollouts spent{kept}")
 
 
 def _last_improvement(rows: list[tuple[int, float]], first: int) -> tuple[int, float]:

@@ -57,9 +57,15 @@ class SplitSizes(Section):
     test: int = Field(ge=1)
 
 
+class ChessSplitGeneration(Section):
+    mix: dict[Literal["mate1", "mate2", "win_piece"], float] | None = None
+    max_legal_moves: int | None = Field(default=None, ge=2)
+
+
 class ChessGeneration(Section):
     mix: dict[Literal["mate1", "mate2", "win_piece"], float]
-    max_legal_moves: int = Field(ge=1)
+    max_legal_moves: int = Field(ge=2)
+    splits: dict[Literal["weight", "harness", "test"], ChessSplitGeneration] = {}
 
 
 class GenerationSettings(Section):
@@ -133,6 +139,7 @@ class ScheduleSettings(Section):
 class EvalSettings(Section):
     k: int = Field(ge=1)
     every: int = Field(ge=0)
+    phases: bool = True
 
 
 class Settings(Section):
