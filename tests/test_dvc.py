@@ -64,6 +64,9 @@ def project(tmp_path_factory):
     for name in ("dvc.yaml", "params.yaml", ".dvcignore", ".gitignore"):
         shutil.copy(ROOT / name, p / name)
     shutil.copytree(ROOT / "domains", p / "domains", ignore=shutil.ignore_patterns("__pycache__"))
+    (p / "whale" / "cli").mkdir(parents=True)
+    shutil.copy(ROOT / "whale" / "cli" / "prepare.py", p / "whale" / "cli" / "prepare.py")
+    shutil.copytree(ROOT / "data" / "sources", p / "data" / "sources")
     sh(p, "git", "init", "-q")
     sh(p, "git", "config", "user.name", "whale tests")
     sh(p, "git", "config", "user.email", "tests@whale.invalid")
@@ -137,6 +140,24 @@ def test_only_the_params_a_stage_reads_invalidate_it(clean):
     set_param(p, "data.math_reasoning.weight", 8)
     changed = status(p, "prepare@math_reasoning")["prepare@math_reasoning"]
     assert {"changed deps": {"params.yaml": {"data.math_reasoning": "modified"}}} in changed
+
+
+def test_real_files_under_data_sources_drive_prepare(clean):
+    p = clean
+    real = p / "data" / "sources" / "math_test.jsonl"
+    real.write_text(json.dumps({"question": "What is 6 times 7?", "answer": 42}) + "\n")
+    try:
+        set_param(p, "sources.math_reasoning", {"test": "data/sources/math_test.jsonl"})
+        assert status(p, "prepare@math_reasoning")  # the params key changed
+        dvc(p, "repro", "prepare@math_reasoning")
+        assert len((p / "data" / "math_reasoning" / "test.jsonl").read_text().splitlines()) == 1
+        assert status(p, "prepare@math_reasoning") == {}
+        with real.open("a") as f:  # the file's content, not only its name, is a dependency
+            f.write(json.dumps({"question": "What is 5 times 7?", "answer": 35}) + "\n")
+        changed = status(p, "prepare@math_reasoning")["prepare@math_reasoning"]
+        assert "data/sources" in json.dumps(changed)
+    finally:
+        real.unlink()
 
 
 def test_byte_code_is_ignored_but_code_changes_count(clean):

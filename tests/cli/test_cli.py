@@ -164,3 +164,25 @@ def test_prepare_from_real_files_writes_disjoint_splits(tmp_path):
     assert len(lines["test"]) == 2 and len(lines["weight"]) == 4  # the two test problems left the weight split
     assert main(["prepare", "--domain", "math_reasoning", "--from", "dev=x.jsonl"]) == 2
     assert main(["prepare", "--domain", "all", "--from", f"test={test}"]) == 2
+
+
+def test_params_sources_name_real_files_and_the_other_splits_are_generated(tmp_path, capsys):
+    from whale.cli import main
+
+    test = tmp_path / "test.jsonl"
+    test.write_text("".join(json.dumps({"question": f"What is {i} times 7?", "answer": 7 * i}) + "\n"
+                            for i in range(3)))
+    data = tmp_path / "data"
+    sources = json.dumps({"sources": {"math_reasoning": {"test": str(test)}},
+                          "data": {"math_reasoning": {"weight": 5, "harness": 2, "test": 4}}})
+    assert main(["prepare", "--domain", "math_reasoning", "--data-dir", str(data), "--set", sources]) == 0
+    splits = ("weight", "harness", "test")
+    lines = {s: (data / "math_reasoning" / f"{s}.jsonl").read_text().splitlines() for s in splits}
+    assert [len(lines[s]) for s in splits] == [5, 2, 3]
+    assert "What is 2 times 7?" in lines["test"][2]
+    assert f"test 3 from {test}" in capsys.readouterr().out
+    missing = json.dumps({"sources": {"math_reasoning": {"test": str(tmp_path / "nope.jsonl")}}})
+    assert main(["prepare", "--domain", "math_reasoning", "--data-dir", str(data), "--set", missing]) == 2
+    partial = json.dumps({"sources": {"search_qa": {"test": str(test)}}})
+    assert main(["prepare", "--domain", "search_qa", "--data-dir", str(data), "--set", partial]) == 2
+    assert "needs all three splits and a corpus" in capsys.readouterr().err

@@ -142,6 +142,16 @@ class EvalSettings(Section):
     phases: bool = True
 
 
+class SourceFiles(Section):
+    """Real data files of one domain: a path per split (unnamed splits are generated) and, for
+    search_qa, the passage corpus."""
+
+    weight: str | None = None
+    harness: str | None = None
+    test: str | None = None
+    corpus: str | None = None
+
+
 class Settings(Section):
     """The whole configuration of a run (params.yaml after the profile and the overrides)."""
 
@@ -154,6 +164,7 @@ class Settings(Section):
     sandbox: SandboxSettings
     data: dict[str, SplitSizes]
     generation: GenerationSettings
+    sources: dict[Literal["math_reasoning", "chess_puzzles", "search_qa"], SourceFiles] = {}
     verifier: VerifierSettings
     rsft: RsftSettings
     harness_search: HarnessSearchSettings
