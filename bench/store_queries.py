@@ -36,6 +36,7 @@ def fill(store, n: int) -> dict:
     weight_rows = steps * STEP_ROLLOUTS
     eval_rows = n - weight_rows - harness_rows
     per_cycle = steps // cycles
+    phase = ITERATIONS * CANDIDATES  # candidates per harness phase
     store.execute(f"""
         INSERT INTO rollouts (run_id, cycle, phase, step, split, example_id, sample_idx, harness_id, weights_id,
                               seed, reward, formatted, verdict, turns, tokens_in, tokens_out, stop_reason,
@@ -49,8 +50,8 @@ def fill(store, n: int) -> dict:
         INSERT INTO rollouts (run_id, cycle, phase, step, split, example_id, sample_idx, harness_id, weights_id,
                               seed, reward, formatted, verdict, turns, tokens_in, tokens_out, stop_reason,
                               messages, token_ids, mask, latency_s, tool_calls)
-        SELECT '{RUN}', 1 + u // ({ITERATIONS} * {CANDIDATES}), 'harness', 1 + (u // {CANDIDATES}) % {ITERATIONS},
-               'harness', 'hx-' || (i % {HARNESS_UNIT}), 0, 'cand-' || u, 'w-c' || (1 + u // ({ITERATIONS} * {CANDIDATES})),
+        SELECT '{RUN}', 1 + u // {phase}, 'harness', 1 + (u // {CANDIDATES}) % {ITERATIONS},
+               'harness', 'hx-' || (i % {HARNESS_UNIT}), 0, 'cand-' || u, 'w-c' || (1 + u // {phase}),
                i, (hash(i) % 4 = 0)::INT, true, '{{}}', 3, 1200, 500, 'stop', '[]', [1], [1], 0.1, 2
         FROM (SELECT i, i // {HARNESS_UNIT} AS u FROM range({harness_rows}) t(i))""")
     store.execute(f"""
@@ -64,11 +65,11 @@ def fill(store, n: int) -> dict:
         INSERT INTO train_steps SELECT '{RUN}', 1 + s // {per_cycle}, s, 'w-' || s, 'w-' || (s + 1),
                0.2 + 0.1 * sin(s / 7.0), 300, {STEP_ROLLOUTS}, 0.9, 400000, 60.0, false FROM range({steps}) t(s)""")
     store.execute(f"""
-        INSERT INTO scores SELECT '{RUN}', 'cand-' || u, 'w-c' || (1 + u // ({ITERATIONS} * {CANDIDATES})), 'harness',
-               1 + u // ({ITERATIONS} * {CANDIDATES}), 1 + (u // {CANDIDATES}) % {ITERATIONS}, {HARNESS_UNIT},
+        INSERT INTO scores SELECT '{RUN}', 'cand-' || u, 'w-c' || (1 + u // {phase}), 'harness',
+               1 + u // {phase}, 1 + (u // {CANDIDATES}) % {ITERATIONS}, {HARNESS_UNIT},
                0.3 + 0.01 * (u % 11), 0.9, 0.0, 0.0, 3.0
-        FROM range({cycles * ITERATIONS * CANDIDATES}) t(u)""")
-    last = (cycles - 1) * ITERATIONS * CANDIDATES + ITERATIONS * CANDIDATES - 1
+        FROM range({cycles * phase}) t(u)""")
+    last = cycles * phase - 1
     return {"steps": steps, "per_cycle": per_cycle, "cycle": cycles, "weights": f"w-c{cycles}",
             "unit": (cycles, ITERATIONS, [f"cand-{last}"], f"w-c{cycles}")}
 

@@ -65,3 +65,47 @@ def test_preallocated_layer_grows_and_selects_rows():
     assert keys.shape == (2, 1, 4, 2) and torch.equal(keys[:, :, :2], k) and torch.equal(keys[:, :, 2:], step)
     layer.batch_select_indices(torch.tensor([1]))
     assert torch.equal(layer.keys, torch.cat([k, step], dim=2)[1:]) and layer.get_seq_length() == 4
+
+
+def test_cross_turn_kv_reuse_gives_the_tokens_of_a_full_prefill(varied_model_dir):
+    """Multi-turn episodes through the engine: keeping each episode's keys and values between turns
+    (the next turn prefills only its new tokens) produces exactly the re-prefill path's tokens."""
+    from tests.toy_domain import ECHO_HARNESS, ToyDomain
+    from whale.rollout.engine import Engine
+
+    runs = {}
+    for budget_mb in (0, 64):
+        backend = TransformersBackend(str(varied_model_dir), max_batch=8, kv_reuse_mb=budget_mb)
+        engine = Engine(backend, ToyDomain(n=4), Sampling(temperature=1.0, top_p=1.0, top_k=0))
+        runs[budget_mb] = [(r.token_ids, r.mask) for r in engine.run(ECHO_HARNESS, ToyDomain(n=4).items, k=2,
+                                                                     seed=3, progress=False)]
+        stats = backend.prefix
+        if budget_mb:
+            # every turn after an episode's first reused its past; ended episodes were released
+            assert stats.hits > 0 and stats.reused_tokens > 0 and not stats.entries and stats.used == 0
+        else:
+            assert stats.hits == 0 and not stats.entries
+    assert runs[64] == runs[0]
+    assert max(len(ids) for ids, _ in runs[0]) > 40  # several turns of context
+
+
+def test_prefix_cache_checks_the_prefix_and_weights_and_evicts_past_its_budget():
+    from whale.rollout.backends.prefix_cache import Entry, PrefixCache
+
+    def entry(ids, wid="w"):
+        kv = [torch.zeros(2, len(ids), 4)]  # 32 bytes per token
+        return Entry(list(ids), kv, [t.clone() for t in kv], wid)
+
+    cache = PrefixCache(budget_mb=(2 * 32 * 10) / 2**20)  # room for 10 tokens
+    cache.put("a", entry([1, 2, 3]))
+    assert cache.lookup("a", [1, 2, 3, 4], "w") is not None
+    assert cache.lookup("a", [1, 2, 3], "w") is None  # nothing new to prefill: no reuse
+    assert cache.lookup("a", [1, 9, 3, 4], "w") is None  # another sequence under the same session
+    assert cache.lookup("a", [1, 2, 3, 4], "other weights") is None
+    cache.put("b", entry(range(5)))
+    cache.put("c", entry(range(4)))  # over the budget: the least recently used ("a") goes
+    assert set(cache.entries) == {"b", "c"} and cache.evicted == 1 and cache.used == 2 * 32 * 9
+    cache.put("huge", entry(range(11)))  # larger than the whole budget: not kept
+    assert "huge" not in cache.entries
+    cache.release("b")
+    assert set(cache.entries) == {"c"} and cache.used == 2 * 32 * 4

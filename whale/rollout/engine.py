@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
@@ -43,6 +44,7 @@ class Episode:
     events: list[tuple[str, str]] = field(default_factory=list)  # (author, text) for the leak check
     stop_reason: str | None = None
     error: str | None = None
+    session: str | None = None  # the backend's key for this episode's kept keys and values
     started: float = field(default_factory=time.perf_counter)
     ended: float = 0.0
 
@@ -70,7 +72,9 @@ class Engine:
     def run(self, source: str, examples: list[Example], k: int, seed: int,
             ctx: RolloutContext | None = None, progress: bool = True, desc: str = "rollouts") -> list[Rollout]:
         ctx = ctx or RolloutContext()
-        episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None) for ex in examples for s in range(k)]
+        tag = uuid.uuid4().hex
+        episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None, session=f"{tag}:{ex.id}:{s}")
+                    for ex in examples for s in range(k)]
         # On a terminal the bar redraws in place; in a log file (CI, nohup) it would be noise between log lines.
         bar = tqdm(total=len(episodes), desc=desc, disable=None if progress else True, leave=False)
         try:
@@ -86,6 +90,7 @@ class Engine:
             for ep in episodes:
                 ep.end("error", str(e))
         finally:
+            self.backend.release([ep.session for ep in episodes])
             sandbox.close()
             bar.close()
             for ep in episodes:
@@ -104,11 +109,14 @@ class Engine:
             if ok:
                 ok, payload = self._budget(ep, payload)
             self._apply(ep, ok, payload, first=True)
-        done = 0
+        done, released = 0, set()
         while True:
             live = [i for i, ep in enumerate(episodes) if ep.live]
             bar.update(len(episodes) - len(live) - done)
             done = len(episodes) - len(live)
+            over = [ep.session for ep in episodes if not ep.live and ep.session not in released]
+            self.backend.release(over)
+            released.update(over)
             if not live:
                 return
             self._generate([episodes[i] for i in live])
@@ -145,7 +153,8 @@ class Engine:
                 ep.clamped["max_new_tokens"] = [p.max_new_tokens, ep.token_budget]
             if p.choices:  # a choice must fit whole, whatever the harness asked for
                 limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
-            requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices))
+            requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices,
+                                       session=ep.session))
         for ep, res in zip(eps, self.backend.generate(requests, self.sampling), strict=True):
             ep.extend(res.ids, generated=True)
             text = self.chat.text(res.ids)

@@ -34,6 +34,7 @@ class BackendSettings(Section):
     kind: Literal["transformers", "openai"]
     base_url: str
     max_batch: int = Field(ge=1)
+    kv_reuse_mb: float = Field(default=0, ge=0)
 
 
 class SamplingSettings(Section):

@@ -5,12 +5,12 @@ from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 
 
 def make_backend(kind: str, model_dir: str, dtype: str = "float32", max_batch: int = 32,
-                 base_url: str | None = None) -> Backend:
+                 base_url: str | None = None, kv_reuse_mb: float = 0) -> Backend:
     """A ``transformers`` backend serving ``model_dir`` in-process, or an ``openai`` one (a server at ``base_url``)."""
     if kind == "transformers":
         from whale.rollout.backends.hf import TransformersBackend
 
-        return TransformersBackend(model_dir, dtype=dtype, max_batch=max_batch)
+        return TransformersBackend(model_dir, dtype=dtype, max_batch=max_batch, kv_reuse_mb=kv_reuse_mb)
     if kind == "openai":
         from whale.rollout.backends.openai import OpenAIBackend
 

@@ -24,6 +24,8 @@ class GenRequest:
     seed: int
     stop: list[str] = field(default_factory=list)
     choices: list[str] | None = None
+    # The episode this turn belongs to: a backend may keep its keys and values for the next turn.
+    session: str | None = None
 
 
 @dataclass
@@ -42,6 +44,9 @@ class Backend:
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
         raise NotImplementedError
+
+    def release(self, sessions: list[str]) -> None:
+        """The episodes are over: forget anything kept for them."""
 
     def load(self, model_dir: str) -> str:
         """Serve the checkpoint in ``model_dir``; return the served weights id."""

@@ -11,6 +11,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from whale.model import load_model, weights_id
 from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling, stop_hit
+from whale.rollout.backends.prefix_cache import Entry, PrefixCache
 
 STOP_WINDOW = 24  # tokens decoded from the tail when looking for stop strings
 # Finished rows leave the batch (a copy of the whole cache) only once the live rows are down to
@@ -57,6 +58,12 @@ class PreallocatedLayer(DynamicLayer):
             k[:, :, :self.length], v[:, :, :self.length] = self.keys, self.values
         self._k, self._v = k, v
 
+    def preload(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
+        """Start from buffers whose first ``length`` positions already hold keys and values."""
+        self.device, self.is_initialized = keys.device, True
+        self._k, self._v, self.length = keys, values, length
+        self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.length:
             self._k, self._v = self._k[indices], self._v[indices]
@@ -75,9 +82,14 @@ class ChoiceConstraint:
 
 
 class TransformersBackend(Backend):
-    def __init__(self, model_dir: str, dtype: str = "float32", max_batch: int = 32):
+    def __init__(self, model_dir: str, dtype: str = "float32", max_batch: int = 32, kv_reuse_mb: float = 0):
         self.dtype, self.max_batch = dtype, max_batch
+        self.prefix = PrefixCache(kv_reuse_mb)
         self.load(model_dir)
+
+    def release(self, sessions: list[str]) -> None:
+        for s in sessions:
+            self.prefix.release(s)
 
     def load(self, model_dir: str) -> str:
         served = weights_id(model_dir)  # first: a directory without weights must not keep the old id
@@ -86,11 +98,13 @@ class TransformersBackend(Backend):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
         self.weights_id = served
         self.model_dir = str(model_dir)
+        self.prefix.clear()
         return self.weights_id
 
     def serve_model(self, model, model_weights_id: str) -> None:
         """Serve an in-memory model (the trainer's, updated in place) under its weights id."""
         self.model, self.weights_id = model, model_weights_id
+        self.prefix.clear()
 
     @torch.no_grad()
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
@@ -107,15 +121,25 @@ class TransformersBackend(Backend):
         return out
 
     def _batch(self, reqs: list[GenRequest], sampling: Sampling) -> list[GenResult]:
-        n, width = len(reqs), max(len(r.ids) for r in reqs)
+        past = [self.prefix.lookup(r.session, r.ids, self.weights_id) if self.prefix.enabled else None
+                for r in reqs]
+        done = [len(e.ids) if e else 0 for e in past]  # tokens whose keys and values are reused
+        n, held, width = len(reqs), max(done), max(len(r.ids) - d for r, d in zip(reqs, done, strict=True))
+        # Row layout: [pad | reused past] [pad | new tokens]; left padding in each part keeps every
+        # row's reused tokens next to its new ones and its last token in the last column.
         ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((n, width), dtype=torch.long)
-        for i, r in enumerate(reqs):  # left padding keeps every row's last token in the last column
-            ids[i, width - len(r.ids):] = torch.tensor(r.ids)
-            attn[i, width - len(r.ids):] = 1
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        capacity = width + max(r.max_new_tokens for r in reqs)
+        attn = torch.zeros((n, held + width), dtype=torch.long)
+        pos = torch.zeros((n, width), dtype=torch.long)
+        for i, (r, d) in enumerate(zip(reqs, done, strict=True)):
+            new = r.ids[d:]
+            ids[i, width - len(new):] = torch.tensor(new)
+            attn[i, held - d:held] = 1
+            attn[i, held + width - len(new):] = 1
+            pos[i, width - len(new):] = torch.arange(d, len(r.ids))
+        capacity = held + width + max(r.max_new_tokens for r in reqs)
         cache = Cache(layers=[PreallocatedLayer(capacity) for _ in range(self.model.config.num_hidden_layers)])
+        if held:
+            self._preload(cache, past, done, held, capacity)
         # Only the last position's logits are needed: a full [batch, length, vocab] tensor is gigabytes.
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=1)
@@ -140,6 +164,8 @@ class TransformersBackend(Backend):
                 if finish:
                     results[i] = GenResult(generated[i], finish)
                     live.discard(i)
+                    if self.prefix.enabled and reqs[i].session:
+                        self._keep(reqs[i], generated[i], cache, r, attn[r])
             if not live:
                 break
             if len(live) <= len(rows) * COMPACT_AT:
@@ -153,6 +179,30 @@ class TransformersBackend(Backend):
                              position_ids=last_pos.unsqueeze(1), cache=cache, use_cache=True)
             cache, logits = _cache(out), out.logits[:, -1, :].float()
         return results
+
+    def _preload(self, cache: Cache, past: list, done: list[int], held: int, capacity: int) -> None:
+        """Fill the first ``held`` positions of every layer with each row's reused keys and values."""
+        for layer_idx, layer in enumerate(cache.layers):
+            ref = next(e for e in past if e).keys[layer_idx]
+            heads, dim = ref.shape[0], ref.shape[-1]
+            k = ref.new_zeros(len(past), heads, capacity, dim)
+            v = ref.new_zeros(len(past), heads, capacity, dim)
+            for i, (e, d) in enumerate(zip(past, done, strict=True)):
+                if e:
+                    k[i, :, held - d:held] = e.keys[layer_idx]
+                    v[i, :, held - d:held] = e.values[layer_idx]
+            layer.preload(k, v, held)
+
+    def _keep(self, req: GenRequest, generated: list[int], cache: Cache, row: int, row_attn: torch.Tensor) -> None:
+        """Store a finished row's keys and values: its context and every generated token but the
+        last (sampled, never fed), i.e. the positions its attention mask marks."""
+        where = row_attn.nonzero().squeeze(-1)
+        tokens = req.ids + generated[:-1]
+        if len(where) != len(tokens):  # the layout is not what this code assumes: store nothing
+            return
+        keys = [layer.keys[row].index_select(1, where) for layer in cache.layers]
+        values = [layer.values[row].index_select(1, where) for layer in cache.layers]
+        self.prefix.put(req.session, Entry(tokens, keys, values, self.weights_id))
 
     def _finish(self, req: GenRequest, generated: list[int], tok: int) -> str | None:
         if tok == self.eos_id:

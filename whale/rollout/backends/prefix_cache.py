@@ -1,0 +1,71 @@
+"""Cross-turn KV reuse: an episode's keys and values survive between its turns.
+
+An episode's token sequence only grows (``whale/rollout/chat.py``), so the context of its next
+turn starts with everything the model has already processed: the last turn's prompt and all but
+the last generated token (sampled, never fed back). The backend stores those keys and values per
+session (an episode) and the next turn prefills only the new tokens. The stored prefix is checked
+token by token, so a wrong or reused session can only miss, never corrupt. Entries belong to one
+set of weights and are evicted least-recently-used past a memory budget.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Entry:
+    ids: list[int]  # the tokens whose keys and values are stored, in order
+    keys: list[torch.Tensor]  # per layer [kv_heads, len(ids), head_dim]
+    values: list[torch.Tensor]
+    weights_id: str
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+
+class PrefixCache:
+    def __init__(self, budget_mb: float):
+        self.budget = int(budget_mb * 2**20)
+        self.entries: OrderedDict[str, Entry] = OrderedDict()
+        self.used = 0
+        self.hits = self.misses = self.reused_tokens = self.evicted = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.budget > 0
+
+    def lookup(self, session: str | None, ids: list[int], weights_id: str) -> Entry | None:
+        """The stored entry of ``session`` when it is a proper prefix of ``ids`` under these weights."""
+        entry = self.entries.get(session) if session else None
+        n = len(entry.ids) if entry else 0
+        if entry is None or entry.weights_id != weights_id or not 0 < n < len(ids) or ids[:n] != entry.ids:
+            self.misses += bool(session)
+            return None
+        self.entries.move_to_end(session)
+        self.hits += 1
+        self.reused_tokens += n
+        return entry
+
+    def put(self, session: str, entry: Entry) -> None:
+        self.release(session)
+        if entry.nbytes > self.budget:
+            return
+        self.entries[session] = entry
+        self.used += entry.nbytes
+        while self.used > self.budget:
+            _, old = self.entries.popitem(last=False)
+            self.used -= old.nbytes
+            self.evicted += 1
+
+    def release(self, session: str) -> None:
+        old = self.entries.pop(session, None)
+        if old is not None:
+            self.used -= old.nbytes
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.used = 0
