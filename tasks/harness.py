@@ -29,8 +29,13 @@ def make_proposers(run: Run):
 
     search = run.settings.harness_search
     offline = OfflineProposer(seed=run.settings.seed)
-    if resolve_proposer(search.proposer) == "offline":
+    kind = resolve_proposer(search.proposer)
+    if kind == "offline":
         return offline, None
+    if kind == "replay":
+        from harnesses.proposers.replay import ReplayProposer
+
+        return ReplayProposer(search.replay_from), offline
     from harnesses.proposers.claude import ClaudeProposer
 
     return ClaudeProposer(**search.claude.model_dump()), offline
@@ -61,12 +66,17 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
         "cost_usd": proposal.cost_usd, "fallback_reason": proposal.fallback_reason}])
     if proposal.fallback_reason:
         log(f"cycle {cycle} iteration {iteration}: fell back to the offline proposer ({proposal.fallback_reason})")
-    if proposal.transcript:
-        # the proposer's reasoning is the only record of why a candidate was written
-        write_json(run.dir / "proposals" / f"c{cycle}-i{iteration}.json", {
-            "proposer": proposal.proposer, "model": proposal.model, "messages": proposal.transcript})
-    return [run.archive.add(c.source, origin=c.origin, parents=c.parents, hypothesis=c.hypothesis, axis=c.axis,
-                            components=c.components, cycle=cycle, iteration=iteration) for c in proposal.candidates]
+    ids = [run.archive.add(c.source, origin=c.origin, parents=c.parents, hypothesis=c.hypothesis, axis=c.axis,
+                           components=c.components, cycle=cycle, iteration=iteration) for c in proposal.candidates]
+    # What was proposed, in order (the replay proposer reads it back), and the proposer's reasoning,
+    # the only record of why a candidate was written.
+    write_json(run.dir / "proposals" / f"c{cycle}-i{iteration}.json", {
+        "proposer": proposal.proposer, "model": proposal.model,
+        "candidates": [{"harness_id": hid, "origin": c.origin, "parents": c.parents, "hypothesis": c.hypothesis,
+                        "axis": c.axis, "components": c.components} for hid, c in zip(ids, proposal.candidates,
+                                                                                        strict=True)],
+        "messages": proposal.transcript})
+    return ids
 
 
 @task(cache_policy=NONE, task_run_name="validate_candidate-{harness_id}")

@@ -1,7 +1,8 @@
 """Harness proposers: they read the archive and write candidate harnesses.
 
-Two proposers: ``claude`` (the Anthropic Messages API with tools, ``claude.py``) and ``offline``
-(failure-directed edits over domain primitives, no network). The harness phase picks one with
+Three proposers: ``claude`` (the Anthropic Messages API with tools, ``claude.py``), ``offline``
+(failure-directed edits over domain primitives, no network) and ``replay`` (what another run
+recorded, ``replay.py``). The harness phase picks one with
 ``resolve_proposer`` and calls it through ``propose_with_fallback``: when Claude is unavailable
 (no key, API errors after its retries, or no valid candidate) the iteration is not lost, the
 offline proposer writes the candidates and the proposal records why (``fallback_reason``) and
@@ -31,8 +32,8 @@ def resolve_proposer(setting: str) -> str:
     """``auto`` means claude when ANTHROPIC_API_KEY is set, else offline (params.yaml)."""
     if setting == "auto":
         return "claude" if os.environ.get("ANTHROPIC_API_KEY") else "offline"
-    if setting not in ("claude", "offline"):
-        raise ValueError(f"harness_search.proposer must be auto, claude or offline, not {setting!r}")
+    if setting not in ("claude", "offline", "replay"):
+        raise ValueError(f"harness_search.proposer must be auto, claude, offline or replay, not {setting!r}")
     return setting
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from domains import NAMES as DOMAINS
 
@@ -110,7 +110,10 @@ class AcceptSettings(Section):
 class HarnessSearchSettings(Section):
     h0: str | None
     M: int = Field(ge=1)
-    proposer: Literal["auto", "claude", "offline"]
+    proposer: Literal["auto", "claude", "offline", "replay"]
+    # proposer `replay`: the run directory whose recorded proposals (proposals/c<cycle>-i<it>.json
+    # and its harness archive) are proposed again, iteration by iteration, with no model call.
+    replay_from: str | None = None
     smoke_examples: int = Field(ge=0)
     recheck_top: int = Field(ge=0)
     recheck_samples: int = Field(ge=1)
@@ -118,6 +121,12 @@ class HarnessSearchSettings(Section):
     max_null_reward: float = Field(ge=0, le=1)
     null_samples: int = Field(ge=1)
     claude: ClaudeSettings
+
+    @model_validator(mode="after")
+    def _replay_needs_a_run(self):
+        if self.proposer == "replay" and not self.replay_from:
+            raise ValueError("proposer replay needs replay_from: the directory of the run to replay")
+        return self
 
 
 class AdaptiveSettings(Section):
