@@ -36,6 +36,10 @@ def make_proposers(run: Run):
         from harnesses.proposers.replay import ReplayProposer
 
         return ReplayProposer(search.replay_from), offline
+    if kind == "openai":
+        from harnesses.proposers.openai_chat import OpenAIProposer
+
+        return OpenAIProposer(**search.openai.model_dump()), offline
     from harnesses.proposers.claude import ClaudeProposer
 
     return ClaudeProposer(**search.claude.model_dump()), offline

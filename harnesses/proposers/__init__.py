@@ -1,6 +1,7 @@
 """Harness proposers: they read the archive and write candidate harnesses.
 
-Three proposers: ``claude`` (the Anthropic Messages API with tools, ``claude.py``), ``offline``
+Four proposers: ``claude`` (the Anthropic Messages API with tools, ``claude.py``), ``openai``
+(the same tools over any OpenAI-compatible chat endpoint, ``openai_chat.py``), ``offline``
 (failure-directed edits over domain primitives, no network) and ``replay`` (what another run
 recorded, ``replay.py``). The harness phase picks one with
 ``resolve_proposer`` and calls it through ``propose_with_fallback``: when Claude is unavailable
@@ -32,8 +33,8 @@ def resolve_proposer(setting: str) -> str:
     """``auto`` means claude when ANTHROPIC_API_KEY is set, else offline (params.yaml)."""
     if setting == "auto":
         return "claude" if os.environ.get("ANTHROPIC_API_KEY") else "offline"
-    if setting not in ("claude", "offline", "replay"):
-        raise ValueError(f"harness_search.proposer must be auto, claude, offline or replay, not {setting!r}")
+    if setting not in ("claude", "openai", "offline", "replay"):
+        raise ValueError(f"harness_search.proposer must be auto, claude, openai, offline or replay, not {setting!r}")
     return setting
 
 

@@ -64,9 +64,10 @@ class Workbench:
     """The tools of one proposer session over a read-only view of the run."""
 
     def __init__(self, ctx: ProposerContext, view: duckdb.DuckDBPyConnection,
-                 sql_limits: SqlLimits = DEFAULT_SQL_LIMITS):
+                 sql_limits: SqlLimits = DEFAULT_SQL_LIMITS, origin: str = "claude"):
         self.ctx = ctx
         self.view = view
+        self.origin = origin  # the archive's record of who wrote the candidates
         self.sql_limits = sql_limits
         self.candidates: list[Candidate] = []
         self.finished = False
@@ -168,7 +169,7 @@ class Workbench:
             raise ToolError(f"this source is identical to harness {hid}: change the mechanism")
         self.candidates.append(Candidate(source=source, hypothesis=hypothesis.strip(), axis=axis,
                                          components=list(components), parents=list(parents),
-                                         origin="claude"))
+                                         origin=self.origin))
         left = self.ctx.M - len(self.candidates)
         return f"candidate {len(self.candidates)} accepted ({hid}); " + (
             f"{left} more to write" if left else "all written: call finish")

@@ -63,3 +63,27 @@ def test_claude_proposer_in_a_harness_only_run(tmp_path, tiny_model_dir, monkeyp
     roles = [m["role"] for m in transcript["messages"]]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     assert transcript["messages"][1]["content"][1]["input"]["hypothesis"] == HYPOTHESIS
+
+
+def test_openai_compatible_proposer_in_a_harness_only_run(tmp_path, tiny_model_dir, monkeypatch):
+    from flows.whale import whale
+    from tests.support.chat_server import ChatServer, call, reply
+
+    overrides = make_project(tmp_path, tiny_model_dir)
+    overrides["schedule"]["budget"] = 4  # re-evaluate h0 (2 rollouts), then one proposer iteration (2)
+    monkeypatch.chdir(tmp_path)
+    script = [reply(call("write_candidate", {"source": CANDIDATE, "hypothesis": HYPOTHESIS, "axis": "prompt",
+                                             "components": ["instructions"]}), prompt_tokens=900),
+              reply(call("finish", {}))]
+    with ChatServer(script) as srv:
+        overrides["harness_search"].update(proposer="openai", openai={"base_url": srv.base_url, "model": "coder",
+                                                                      "retries": 1})
+        whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
+        assert not srv.script and len(srv.requests) == 2
+    con = duckdb.connect(str(tmp_path / "runs" / "chess_puzzles-harness_only" / "rollouts.duckdb"), read_only=True)
+    try:
+        calls = con.execute("SELECT proposer, model, input_tokens, fallback_reason FROM proposer_calls").fetchall()
+        archived = con.execute("SELECT origin, hypothesis, status FROM harnesses WHERE origin <> 'seed'").fetchall()
+    finally:
+        con.close()
+    assert calls == [("openai", "coder", 910, None)] and archived == [("openai", HYPOTHESIS, "ok")]

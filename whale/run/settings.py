@@ -101,6 +101,15 @@ class ClaudeSettings(Section):
     retries: int = Field(ge=0)
 
 
+class OpenAIProposerSettings(Section):
+    base_url: str
+    model: str
+    max_tokens: int = Field(ge=1)
+    timeout_s: float = Field(gt=0)
+    max_turns: int = Field(ge=1)
+    retries: int = Field(ge=1)
+
+
 class AcceptSettings(Section):
     rule: Literal["lcb", "margin"]
     level: float = Field(gt=0.5, lt=1)
@@ -110,7 +119,7 @@ class AcceptSettings(Section):
 class HarnessSearchSettings(Section):
     h0: str | None
     M: int = Field(ge=1)
-    proposer: Literal["auto", "claude", "offline", "replay"]
+    proposer: Literal["auto", "claude", "openai", "offline", "replay"]
     # proposer `replay`: the run directory whose recorded proposals (proposals/c<cycle>-i<it>.json
     # and its harness archive) are proposed again, iteration by iteration, with no model call.
     replay_from: str | None = None
@@ -121,6 +130,7 @@ class HarnessSearchSettings(Section):
     max_null_reward: float = Field(ge=0, le=1)
     null_samples: int = Field(ge=1)
     claude: ClaudeSettings
+    openai: OpenAIProposerSettings
 
     @model_validator(mode="after")
     def _replay_needs_a_run(self):
