@@ -14,7 +14,7 @@ from whale.testing import ROOT
 def test_the_defaults_and_the_paper_profile_validate():
     default = load_settings(ROOT / "params.yaml")
     assert (default.profile, default.schedule.E, default.rsft.k, default.data["chess_puzzles"].test) == (
-        "default", 0.5, 4, 16)
+        "default", 0.5, 4, 64)
     paper = load_settings(ROOT / "params.yaml", profile="paper")
     assert (paper.profile, paper.rsft.prompt_batch, paper.backend.kind) == ("paper", 256, "openai")
 
@@ -59,7 +59,7 @@ def _whale(cwd, *args):
     (["--set", '{"schedul": {"E": 1}}'], "schedul (from --set): unknown key"),
     (["--set", "{not json"], "--set is not valid JSON"),
     (["--domain", "nope"], "invalid choice: 'nope'"),
-    (["--condition", "both"], "invalid choice: 'both'"),
+    (["--condition", "both"], "--condition takes distinct names among"),
 ])
 def test_whale_run_refuses_before_starting_anything(tmp_path, args, expected):
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")

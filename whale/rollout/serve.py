@@ -30,6 +30,7 @@ from whale.rollout.backends.base import GenRequest
 from whale.rollout.backends.hf import TransformersBackend
 from whale.rollout.batcher import Batcher
 from whale.rollout.chat import ChatFormat
+from whale.rollout.fingerprint import local_logprobs
 from whale.rollout.serve_checks import HTTPError, ServeLimits
 
 WINDOW_S = 0.01  # a batch closes when no request has arrived for this long (or when it is full)
@@ -94,7 +95,15 @@ class WhaleServer(ThreadingHTTPServer):
         for p in prompt:  # sizes before any tokenising
             checks.prompt_size(p, self.limits, self.context_len)
         prompts = [self._ids(p) for p in prompt]
-        return self._generate(body, prompts, n, max_tokens, "text_completion", lambda t: {"text": t})
+        out = self._generate(body, prompts, n, max_tokens, "text_completion", lambda t: {"text": t})
+        if body.get("prompt_logprobs") is not None:  # vLLM's field: each prompt token's log-probability
+            with self.batcher.lock:
+                logps = local_logprobs(self.backend.model, prompts)
+            for choice in out["choices"]:
+                ids, lp = prompts[choice["index"] // n], logps[choice["index"] // n]
+                choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": v, "rank": None}}
+                                                      for t, v in zip(ids[1:], lp, strict=True)]
+        return out
 
     def chat(self, body: dict) -> dict:
         messages = body.get("messages")

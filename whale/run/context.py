@@ -80,7 +80,8 @@ class Run:
         base_model = model_dir(settings)
         resume = latest_checkpoint(self.dir / "checkpoints")
         self.engine = make_engine(settings, self.domain, resume or base_model)
-        self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir)
+        self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir,
+                               settings.backend.fingerprint_tol)
 
     def _check_same_run(self) -> None:
         """A run id names one (domain, condition, params): refuse to resume something else."""

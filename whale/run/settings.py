@@ -35,6 +35,7 @@ class BackendSettings(Section):
     base_url: str
     max_batch: int = Field(ge=1)
     kv_reuse_mb: float = Field(default=0, ge=0)
+    fingerprint_tol: float = Field(default=1e-3, gt=0)
 
 
 class SamplingSettings(Section):

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from whale.model import model_weights_id, weights_id
+from whale.rollout import fingerprint
 from whale.rollout.backends.base import Backend
 from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.train.rsft import RSFTConfig, RSFTTrainer, StepStats
@@ -16,8 +17,11 @@ from whale.types import Rollout
 
 
 class Weights:
-    def __init__(self, backend: Backend, config: RSFTConfig, base_model: Path, run_dir: Path):
+    def __init__(self, backend: Backend, config: RSFTConfig, base_model: Path, run_dir: Path,
+                 fingerprint_tol: float = 1e-3):
         self.backend, self.config, self.base_model = backend, config, base_model
+        self.fingerprint_tol = fingerprint_tol
+        self.fingerprint_distance: float | None = None  # of the last published update (a server only)
         self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
         self.trainer: RSFTTrainer | None = None
 
@@ -76,4 +80,7 @@ class Weights:
             shutil.rmtree(self.serving, ignore_errors=True)
             tmp.rename(self.serving)
             self.backend.load(str(self.serving))
+            # the server's word (its weights id, its model root) is not proof: its numbers are
+            self.fingerprint_distance = fingerprint.verify(self.backend, self.trainer.model, self.trainer.tokenizer,
+                                                           self.fingerprint_tol, f"the trainer's weights {expected}")
         self.backend.check_serving(expected)

@@ -8,9 +8,10 @@ server batches them (vLLM continuously, ``whale serve`` by arrival window).
 
 Served weights: ``whale serve`` reports them (``weights_id`` in ``/v1/models`` and an
 ``x-whale-weights-id`` header on every response, checked here against what we expect). A vLLM
-server does not: it serves the checkpoint it was started with, so the weights id is the local
-``model_dir``'s content hash, trusted, and a weight update means restarting vLLM on the new
-checkpoint (``vllm serve CKPT``) before ``load(CKPT)``.
+server does not: it serves the checkpoint it was started with, and a weight update means
+restarting vLLM on the new checkpoint (``vllm serve CKPT``) before ``load(CKPT)``. Either way the
+run then proves the served weights by their log-probability fingerprint (``prompt_logprobs``,
+``whale/rollout/fingerprint.py``), never by a path, a name or an id the server reports.
 """
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ class OpenAIBackend(Backend):
         return self.weights_id
 
     def _restarted_on(self, model_dir: str, path: str) -> str:
-        """No hot swap (vLLM): accept only a server already (re)started on ``model_dir``."""
+        """No hot swap (vLLM): accept a server (re)started on ``model_dir``. That it really computes
+        with those weights is not assumed: the run compares its fingerprint right after (Weights)."""
         wanted = local_weights_id(model_dir)
         served = self._model_entry()
         root = served.get("root") or served["id"]
@@ -82,6 +84,21 @@ class OpenAIBackend(Backend):
         self._use_tokenizer(model_dir)
         self.served_model, self.weights_id = served["id"], wanted
         return self.weights_id
+
+    def prompt_logprobs(self, probes: list[list[int]]) -> list[list[float]]:
+        """The served model's log-probability of every probe token after the first (vLLM's
+        ``prompt_logprobs``): the fingerprint ``whale/rollout/fingerprint.py`` checks."""
+        out = []
+        for ids in probes:
+            body = {"model": self.served_model, "prompt": ids, "max_tokens": 1, "temperature": 0.0,
+                    "prompt_logprobs": 0}
+            choice = self._check(self.http.post("/completions", json=body), "POST /completions").json()["choices"][0]
+            rows = choice.get("prompt_logprobs")
+            if not rows or len(rows) != len(ids):
+                raise RuntimeError(f"{self.base_url} returned no prompt_logprobs for the weight fingerprint "
+                                   "(vLLM and whale serve support them)")
+            out.append([float(row[str(tok)]["logprob"]) for tok, row in zip(ids[1:], rows[1:], strict=True)])
+        return out
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
         futures = [self.pool.submit(self._complete, r, sampling) for r in requests]

@@ -1,0 +1,61 @@
+"""Weight sync over HTTP is proved by the served log-probabilities, never by a path or a name:
+a `whale serve` that swaps weights passes, one that kept the old weights stops the run."""
+import shutil
+
+import pytest
+import torch
+
+from whale.rollout.backends.openai import OpenAIBackend
+from whale.rollout.fingerprint import WeightsMismatch, distance, local_logprobs, probe_ids
+from whale.rollout.serve import make_server
+from whale.run.weights import Weights
+from whale.train.rsft import RSFTConfig
+
+
+def perturb(model) -> None:
+    """What an RSFT update does to the trainer's weights, as far as the server can tell."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(5)) * 0.05)
+
+
+@pytest.mark.parametrize("hot_swap", [True, False])
+def test_an_update_is_published_only_when_the_server_computes_with_it(tmp_path, tiny_model_dir, hot_swap):
+    run_dir = tmp_path / "run"
+    # Without a weight-update path the server was started on the run's serving/ folder (as a vLLM
+    # restarted on it once): the folder is where the run writes every update, so the old check
+    # (the server's root is the checkpoint's path) passed forever after.
+    shutil.copytree(tiny_model_dir, run_dir / "serving")
+    srv = make_server(str(run_dir / "serving"), allow_load=hot_swap, load_roots=[run_dir]).start()
+    backend = OpenAIBackend(srv.base_url, str(run_dir / "serving"), max_batch=2)
+    try:
+        weights = Weights(backend, RSFTConfig(), tiny_model_dir, run_dir, fingerprint_tol=1e-3)
+        weights.start_training()  # publishes the base weights, which the server has: proved equal
+        assert weights.fingerprint_distance < 1e-4
+        perturb(weights.trainer.model)
+        if hot_swap:
+            weights._publish()
+            assert weights.fingerprint_distance < 1e-4 and backend.weights_id == weights.id
+        else:
+            with pytest.raises(WeightsMismatch, match="does not serve the trainer's weights"):
+                weights._publish()
+    finally:
+        backend.close()
+        srv.stop()
+
+
+def test_the_served_fingerprint_is_the_local_one(tmp_path, tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    srv = make_server(str(tiny_model_dir)).start()
+    backend = OpenAIBackend(srv.base_url, str(tiny_model_dir), max_batch=2)
+    try:
+        tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+        probes = probe_ids(tok)
+        served = backend.prompt_logprobs(probes)
+        local = local_logprobs(AutoModelForCausalLM.from_pretrained(tiny_model_dir), probes)
+        assert [len(s) for s in served] == [len(p) - 1 for p in probes]
+        assert distance(served, local) < 1e-4
+    finally:
+        backend.close()
+        srv.stop()

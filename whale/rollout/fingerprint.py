@@ -1,0 +1,67 @@
+"""Proof that a server serves the weights the trainer holds: a log-probability fingerprint.
+
+A path, a model name or a server's own weights id says what a server was *told* to load, not what
+it computes with. After every weight update the run sends fixed probe prompts to the server and
+asks for the log-probability of each of their tokens (teacher-forced ``prompt_logprobs``, as
+vLLM and ``whale serve`` return them), computes the same numbers with the trainer's model in
+its own process, and refuses to go on when they differ by more than a tolerance
+(``backend.fingerprint_tol``: the largest absolute difference of one token's log-probability, in
+nats). Equal weights differ only by kernel numerics (fp32 here: about 1e-6; a bf16 GPU server
+against an fp32 trainer needs a looser bound); a server left on older weights differs by the
+whole update.
+"""
+from __future__ import annotations
+
+import torch
+
+# Fixed texts of several kinds, so that any change of the weights moves some of their tokens.
+PROBES = (
+    "The capital of France is Paris, and the capital of Italy is Rome.",
+    "def add(a, b):\n    return a + b\n\nprint(add(2, 3))",
+    "Puzzle: white to move. 1. Qh7+ Kf8 2. Qh8#",
+    "Question: what is 17 times 23? Answer: 391",
+)
+
+
+class WeightsMismatch(RuntimeError):
+    """The served model is not the trainer's: a stale, partial or wrong weight update."""
+
+
+def probe_ids(tokenizer) -> list[list[int]]:
+    return [tokenizer.encode(text) for text in PROBES]
+
+
+@torch.no_grad()
+def local_logprobs(model, probes: list[list[int]]) -> list[list[float]]:
+    """log p(token_i | tokens_<i) for every probe token after the first, in this process."""
+    was_training = model.training
+    model.eval()
+    out = []
+    for ids in probes:
+        x = torch.tensor([ids])
+        logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), dim=-1)
+        out.append(logp.gather(-1, x[0, 1:].unsqueeze(-1)).squeeze(-1).tolist())
+    if was_training:
+        model.train()
+    return out
+
+
+def distance(served: list[list[float]], local: list[list[float]]) -> float:
+    """The largest absolute difference between the two fingerprints (inf when their shapes differ)."""
+    if [len(s) for s in served] != [len(s) for s in local]:
+        return float("inf")
+    return max((abs(a - b) for s, loc in zip(served, local, strict=True) for a, b in zip(s, loc, strict=True)),
+               default=0.0)
+
+
+def verify(backend, model, tokenizer, tolerance: float, what: str) -> float:
+    """Compare the backend's fingerprint with ``model``'s; return the distance, raise past ``tolerance``."""
+    probes = probe_ids(tokenizer)
+    d = distance(backend.prompt_logprobs(probes), local_logprobs(model, probes))
+    if d > tolerance:
+        raise WeightsMismatch(
+            f"{getattr(backend, 'base_url', 'the backend')} does not serve {what}: its log-probabilities of the "
+            f"probe prompts differ from the trainer's by up to {d:.3g} nats (tolerance {tolerance:g}). The "
+            "server kept older weights or loaded others; restart it on the checkpoint (or give it a "
+            "weight-update path) before going on")
+    return d
