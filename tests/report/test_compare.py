@@ -21,7 +21,8 @@ def build(runs, condition: str, seed: int, solved: set[int], grid_solved: set[in
     store = Store(runs / rid / "rollouts.duckdb")
     store.insert("runs", [{"run_id": rid, "domain": DOMAIN, "condition": condition,
                            "params": json.dumps({"seed": seed})}])
-    for phase, wid, ok, spent in (("grid-1", f"g{seed}", grid_solved, 32), ("weight", f"w{seed}", solved, 64)):
+    for phase, wid, ok, spent in (("start", "base", {0, 1}, 0), ("grid-1", f"g{seed}", grid_solved, 32),
+                                  ("weight", f"w{seed}", solved, 64)):
         store.insert("evals", [{"run_id": rid, "cycle": 1, "phase": phase, "harness_id": "h", "weights_id": wid,
                                 "split": "test", "k": K, "n_examples": N, "mean_at_k": len(ok) / N,
                                 "format_rate": 1.0, "truncation_rate": 0.0, "rollouts": N * K,
@@ -56,6 +57,9 @@ def test_conditions_are_grouped_by_seed_and_paired(runs):
     assert scores["whale"].grid["grid-1"].mean == pytest.approx(10 / N)
     assert scores["weight_only"].grid["grid-1"].mean == 0
     assert {(p.a, p.b): p.grid["grid-1"] for p in c.pairs}[("weight_only", "whale")].significant
+    # the start (the same base system in every condition) is the grid's first point, the baseline
+    assert list(scores["whale"].grid) == ["start", "grid-1"]
+    assert scores["whale"].grid["start"].mean == scores["weight_only"].grid["start"].mean == pytest.approx(2 / N)
 
 
 def test_command_prints_and_writes_json(runs, capsys, tmp_path):

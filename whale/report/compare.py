@@ -61,8 +61,9 @@ def final_rewards(run: RunData) -> pd.Series:
 
 
 def grid_rewards(run: RunData) -> dict[str, pd.Series]:
-    """Per-example test rewards at each grid point the run evaluated (``grid-1``, ``grid-2``, ...)."""
-    rows = run.evals[run.evals["phase"].str.startswith("grid-")]
+    """Per-example test rewards at the start (before any spend, the same system in every condition:
+    the baseline) and at each grid point the run evaluated (``grid-1``, ``grid-2``, ...)."""
+    rows = run.evals[run.evals["phase"].str.startswith("grid-") | (run.evals["phase"] == "start")]
     return {row["phase"]: _rewards(run, row) for row in rows.to_dict("records")}
 
 
@@ -83,7 +84,7 @@ def compare(runs: list[RunData], domain: str) -> Comparison:
     points = {"final": {c: {r.seed: final_rewards(r) for r in rs} for c, rs in groups.items()}}
     grids = {c: {r.seed: grid_rewards(r) for r in rs} for c, rs in groups.items()}
     common = set.intersection(*(set(g) for by_seed in grids.values() for g in by_seed.values()))
-    for point in sorted(common, key=lambda p: int(p.split("-")[1])):
+    for point in sorted(common, key=_grid_order):
         points[point] = {c: {seed: g[point] for seed, g in by_seed.items()} for c, by_seed in grids.items()}
     examples = _common_examples(points["final"])
     grid_names = [p for p in points if p != "final"]
@@ -98,6 +99,10 @@ def compare(runs: list[RunData], domain: str) -> Comparison:
         diffs = {p: _paired(points[p], a, b, seeds, examples) for p in points}
         pairs.append(Pair(a, b, seeds, diffs.pop("final"), diffs))
     return Comparison(domain, len(examples), scores, pairs)
+
+
+def _grid_order(point: str) -> int:
+    return 0 if point == "start" else int(point.split("-")[1])
 
 
 def _paired(point: dict, a: str, b: str, seeds: list, examples: list[str]) -> Difference:
