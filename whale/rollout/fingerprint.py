@@ -55,13 +55,18 @@ def distance(served: list[list[float]], local: list[list[float]]) -> float:
 
 
 def verify(backend, model, tokenizer, tolerance: float, what: str) -> float:
-    """Compare the backend's fingerprint with ``model``'s; return the distance, raise past ``tolerance``."""
+    """Compare the fingerprint of the backend (of each of its replicas) with ``model``'s; return the
+    largest distance, raise past ``tolerance``."""
     probes = probe_ids(tokenizer)
-    d = distance(backend.prompt_logprobs(probes), local_logprobs(model, probes))
-    if d > tolerance:
-        raise WeightsMismatch(
-            f"{getattr(backend, 'base_url', 'the backend')} does not serve {what}: its log-probabilities of the "
-            f"probe prompts differ from the trainer's by up to {d:.3g} nats (tolerance {tolerance:g}). The "
-            "server kept older weights or loaded others; restart it on the checkpoint (or give it a "
-            "weight-update path) before going on")
-    return d
+    local = local_logprobs(model, probes)
+    worst = 0.0
+    for server in getattr(backend, "replicas", [backend]):
+        d = distance(server.prompt_logprobs(probes), local)
+        if d > tolerance:
+            raise WeightsMismatch(
+                f"{server.base_url} does not serve {what}: its log-probabilities of the probe prompts "
+                f"differ from the trainer's by up to {d:.3g} nats (tolerance {tolerance:g}). The server kept "
+                "older weights or loaded others; restart it on the checkpoint (or give it a weight-update "
+                "path) before going on")
+        worst = max(worst, d)
+    return worst

@@ -32,7 +32,7 @@ class ModelSettings(Section):
 
 class BackendSettings(Section):
     kind: Literal["transformers", "openai"]
-    base_url: str
+    base_url: str | list[str] = Field(min_length=1)
     max_batch: int = Field(ge=1)
     kv_reuse_mb: float = Field(default=0, ge=0)
     fingerprint_tol: float = Field(default=1e-3, gt=0)

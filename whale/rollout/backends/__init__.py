@@ -5,8 +5,9 @@ from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 
 
 def make_backend(kind: str, model_dir: str, dtype: str = "float32", max_batch: int = 32,
-                 base_url: str | None = None, kv_reuse_mb: float = 0) -> Backend:
-    """A ``transformers`` backend serving ``model_dir`` in-process, or an ``openai`` one (a server at ``base_url``)."""
+                 base_url: str | list[str] | None = None, kv_reuse_mb: float = 0) -> Backend:
+    """A ``transformers`` backend serving ``model_dir`` in-process, or an ``openai`` one: a server at
+    ``base_url``, or several (a list: rollout replicas, each with ``max_batch`` requests in flight)."""
     if kind == "transformers":
         from whale.rollout.backends.hf import TransformersBackend
 
@@ -14,7 +15,12 @@ def make_backend(kind: str, model_dir: str, dtype: str = "float32", max_batch: i
     if kind == "openai":
         from whale.rollout.backends.openai import OpenAIBackend
 
-        return OpenAIBackend(base_url, model_dir, max_batch=max_batch)
+        urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+        if len(urls) > 1:
+            from whale.rollout.backends.replicas import ReplicatedBackend
+
+            return ReplicatedBackend([OpenAIBackend(u, model_dir, max_batch=max_batch) for u in urls])
+        return OpenAIBackend(urls[0], model_dir, max_batch=max_batch)
     raise ValueError(f"unknown backend {kind!r} (transformers or openai)")
 
 

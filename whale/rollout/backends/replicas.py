@@ -1,0 +1,71 @@
+"""Several OpenAI-compatible servers (rollout replicas) behind one backend.
+
+Each turn's requests are spread over the replicas by episode (``GenRequest.session``), so an
+episode's turns stay on one server and its prefix cache (vLLM's automatic prefix caching) keeps
+working; requests without a session go round-robin. Every replica must serve the same weights:
+``load`` moves all of them and refuses a replica that reports other weights, and the run's
+fingerprint check (``whale/rollout/fingerprint.py``) proves each one separately.
+"""
+from __future__ import annotations
+
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
+from whale.rollout.backends.openai import OpenAIBackend
+
+
+class ReplicatedBackend(Backend):
+    def __init__(self, replicas: list[OpenAIBackend]):
+        if len(replicas) < 2:
+            raise ValueError("a replicated backend needs at least two servers")
+        self.replicas = replicas
+        self.tokenizer = replicas[0].tokenizer
+        self.sent = [0] * len(replicas)  # requests each replica has answered
+        self.pool = ThreadPoolExecutor(max_workers=len(replicas), thread_name_prefix="whale-replica")
+        self._same_weights()
+
+    @property
+    def base_url(self) -> str:
+        return ", ".join(r.base_url for r in self.replicas)
+
+    @property
+    def weights_id(self) -> str:
+        return self.replicas[0].weights_id
+
+    def _same_weights(self) -> None:
+        ids = {r.base_url: r.weights_id for r in self.replicas}
+        if len(set(ids.values())) > 1:
+            raise RuntimeError(f"the rollout replicas serve different weights: {ids}")
+
+    def _replica(self, index: int, req: GenRequest) -> int:
+        key = req.session if req.session else str(index)
+        return zlib.crc32(key.encode()) % len(self.replicas)
+
+    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
+        parts: list[list[int]] = [[] for _ in self.replicas]
+        for i, req in enumerate(requests):
+            parts[self._replica(i, req)].append(i)
+        futures = {k: self.pool.submit(self.replicas[k].generate, [requests[i] for i in idx], sampling)
+                   for k, idx in enumerate(parts) if idx}
+        out: list[GenResult | None] = [None] * len(requests)
+        for k, future in futures.items():
+            for i, res in zip(parts[k], future.result(), strict=True):
+                out[i] = res
+            self.sent[k] += len(parts[k])
+        return out
+
+    def load(self, model_dir: str) -> str:
+        for r in self.replicas:
+            r.load(model_dir)
+        self._same_weights()
+        return self.weights_id
+
+    def check_serving(self, expected: str) -> None:
+        for r in self.replicas:
+            r.check_serving(expected)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for r in self.replicas:
+            r.close()
