@@ -2,7 +2,9 @@
 
 Both run the same model object on the same chat prompts with the same token limit and
 sampling, one after the other in this process, so they share the machine's load; the ratio
-is what batching across episodes buys. ``--http`` adds the scale path: the same requests
+is what batching across episodes buys. Beside them, the forward bound: the same shapes through
+bare forward passes (prefill, then one token per row per step), the model compute the engine
+cannot go below. ``--http`` adds the scale path: the same requests
 through ``OpenAIBackend`` against a loopback ``whale serve``.
 
     python bench/engine.py                               # SmolLM2 at data/model, 32 x 64 tokens
@@ -71,6 +73,39 @@ def per_episode(model, requests: list[GenRequest], sampling: Sampling, eos_id: i
     return timed(run)
 
 
+@torch.no_grad()
+def forward_bound(backend: TransformersBackend, requests: list[GenRequest]) -> tuple:
+    """The model compute alone, on the same shapes: the batch's padded prefill, then one
+    single-token forward pass per new token for every row over a preallocated cache (greedy
+    feedback, no sampling, stop checks, row compaction or bookkeeping). The engine cannot beat it."""
+    from transformers.cache_utils import Cache
+
+    from whale.rollout.backends.hf import PreallocatedLayer
+
+    model = backend.model
+
+    def run() -> int:
+        n, width = len(requests), max(len(r.ids) for r in requests)
+        new = max(r.max_new_tokens for r in requests)
+        ids = torch.full((n, width), backend.pad_id, dtype=torch.long)
+        attn = torch.zeros((n, width), dtype=torch.long)
+        for i, r in enumerate(requests):
+            ids[i, width - len(r.ids):] = torch.tensor(r.ids)
+            attn[i, width - len(r.ids):] = 1
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        cache = Cache(layers=[PreallocatedLayer(width + new) for _ in range(model.config.num_hidden_layers)])
+        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
+                    logits_to_keep=1)
+        tok, last = out.logits[:, -1].argmax(-1, keepdim=True), pos[:, -1:]
+        for _ in range(new):
+            attn, last = torch.cat([attn, torch.ones((n, 1), dtype=torch.long)], dim=1), last + 1
+            out = model(input_ids=tok, attention_mask=attn, position_ids=last, cache=cache, use_cache=True)
+            tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        return n * new
+
+    return timed(run)
+
+
 def over_http(model_dir: str, requests: list[GenRequest], sampling: Sampling, dtype: str) -> tuple:
     from whale.rollout.backends.openai import OpenAIBackend
     from whale.rollout.serve import make_server
@@ -111,7 +146,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"{sampling}, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}", flush=True)
     backend.generate(requests[:1], Sampling(temperature=0.0))  # first-call overheads stay out of both timings
 
-    paths = {"batched": lambda: batched(backend, requests, sampling)}
+    paths = {"batched": lambda: batched(backend, requests, sampling),
+             "forward_bound": lambda: forward_bound(backend, requests)}
     if args.http:
         paths["http"] = lambda: over_http(args.model_dir, requests, sampling, args.dtype)
     paths["per_episode"] = lambda: per_episode(backend.model, requests, sampling, backend.eos_id)
@@ -122,6 +158,10 @@ def main(argv: list[str] | None = None) -> dict:
                             "tok_per_s": round(n / wall, 1), "tok_per_cpu_s": round(n / cpu, 1)}
         print(f"{name:12s} {n:6d} tokens  wall {wall:8.2f} s {r['tok_per_s']:7.1f} tok/s"
               f"  cpu {cpu:8.2f} s {r['tok_per_cpu_s']:7.1f} tok/cpu-s", flush=True)
+    bound = report["forward_bound"]
+    report["bound_over_engine"] = round(bound["tok_per_s"] / report["batched"]["tok_per_s"], 2)
+    print(f"forward bound / engine: {report['bound_over_engine']}x tok/s (the engine's distance from "
+          "the model's own compute on these shapes; target <= 2)")
     b, p = report["batched"], report["per_episode"]
     report["speedup_wall"] = round(b["tok_per_s"] / p["tok_per_s"], 2)
     report["speedup_cpu"] = round(b["tok_per_cpu_s"] / p["tok_per_cpu_s"], 2)
