@@ -186,3 +186,22 @@ def test_params_sources_name_real_files_and_the_other_splits_are_generated(tmp_p
     partial = json.dumps({"sources": {"search_qa": {"test": str(test)}}})
     assert main(["prepare", "--domain", "search_qa", "--data-dir", str(data), "--set", partial]) == 2
     assert "needs all three splits and a corpus" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_plan_and_refuses_what_cannot_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    from whale.cli import main
+
+    overrides = make_project(tmp_path, tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--domain", "chess_puzzles", "--condition", "whale,harness_only", "--dry-run",
+                 "--set", json.dumps(overrides)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("0 problem(s): ready to run") == 2 and "a fixed whale cycle" in out
+    assert not (tmp_path / "runs").exists()  # nothing ran
+    bad = {**overrides, "rsft": {**overrides["rsft"], "prompt_batch": 64, "max_seq_len": 8},
+           "data": {"chess_puzzles": {"weight": 9, "harness": 2, "test": 2}}}
+    assert main(["run", "--domain", "chess_puzzles", "--condition", "whale", "--dry-run",
+                 "--set", json.dumps(bad)]) == 2
+    captured = capsys.readouterr()
+    assert "below h0's token budget" in captured.out and "smaller than one prompt batch" in captured.out
+    assert "holds weight 4 (params: 9)" in captured.out and "dry run: 3 problem(s)" in captured.err

@@ -23,6 +23,9 @@ def add_arguments(p) -> None:
                    help="comma-separated run seeds, one run each, one after another (run ids get -s<seed>); "
                         "the data stay those of data_seed. Compare them with `whale compare`")
     p.add_argument("--no-report", action="store_true", help="do not write runs/report at the end")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the data, h0, model and settings and print the plan (rollouts per phase, "
+                        "evaluations, trainer memory); runs nothing")
     add_set(p)
 
 
@@ -62,6 +65,8 @@ def jobs(args) -> list[tuple[str, str | None, dict | None]]:
 def run(args, settings) -> None:
     """One run, or one per seed: separate runs (each its own store and Prefect flow run), so each
     resumes on its own and a crash in one costs none of the others."""
+    if args.dry_run:
+        return _dry_run(args, settings)
     from flows.whale import whale
 
     for condition, run_id, override in jobs(args):
@@ -72,3 +77,15 @@ def run(args, settings) -> None:
         from whale.report import write_report
 
         print(f"report: {write_report(str(Path(result['run_dir']).parent))}")
+
+
+def _dry_run(args, settings) -> None:
+    from whale.cli.plan import make_plan
+
+    problems = 0
+    for condition in args.condition:
+        plan = make_plan(settings, args.domain, condition)
+        print(plan.render())
+        problems += len(plan.problems)
+    if problems:
+        raise ValueError(f"dry run: {problems} problem(s) to fix before this run can start")

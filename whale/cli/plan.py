@@ -1,0 +1,136 @@
+"""`whale run --dry-run`: check every file and setting a run needs and print its plan, spending nothing.
+
+Before GPU hours go into a run: the data splits load, the initial harness passes the candidate
+checks, the model's config is readable, `rsft.max_seq_len` holds the harness's token budget, and
+the budget buys whole phases. The plan counts rollouts per unit of work, phases and evaluations,
+and estimates the trainer's memory from the model's config (weights, gradients and AdamW state in
+fp32: 16 bytes per parameter, activations not included). Exit code 2 when something is wrong.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from whale.run.schedule import epochs_to_steps
+from whale.run.settings import Settings
+
+SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
+
+
+@dataclass
+class Plan:
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        self.lines.append(text)
+
+    def render(self) -> str:
+        out = list(self.lines)
+        out += ["", f"{len(self.problems)} problem(s)" + (":" if self.problems else ": ready to run")]
+        out += [f"  - {p}" for p in self.problems]
+        return "\n".join(out)
+
+
+def parameters(config: dict) -> int:
+    """Parameters of a Llama/Qwen-style decoder from its config.json (norms and biases left out)."""
+    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    heads = config["num_attention_heads"]
+    kv = config.get("num_key_value_heads", heads) * config.get("head_dim", h // heads)
+    embed = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings", False) else 2)
+    return embed + layers * (2 * h * h + 2 * h * kv + 3 * h * i)
+
+
+def token_budget(source: str) -> int | None:
+    """The ``token_budget`` a harness class sets (None when it is not a literal)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "token_budget" for t in node.targets):
+            return node.value.value if isinstance(node.value, ast.Constant) else None
+    return None
+
+
+def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
+    from domains import get_domain
+    from harnesses.validate import check_candidate
+    from whale.run.context import sandbox_limits
+
+    plan, s = Plan(), settings
+    plan.add(f"run: {domain} / {condition}, profile {s.profile}, seed {s.seed}, data seed {s.data_seed}")
+    sizes = {}
+    for split in ("weight", "harness", "test"):
+        try:
+            sizes[split] = len(get_domain(domain).examples(split))
+        except (OSError, ValueError) as e:
+            plan.problems.append(f"data: the {split} split does not load ({e}); run `whale prepare --domain {domain}`")
+    plan.add("data: " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
+    wanted, src = s.data.get(domain), s.sources.get(domain)
+    real = src is not None and any(getattr(src, k) for k in ("weight", "harness", "test"))
+    if wanted and not real and sizes:
+        short = {k: (v, getattr(wanted, k)) for k, v in sizes.items() if v != getattr(wanted, k)}
+        if short:
+            plan.problems.append("data: data/" + domain + " holds " + ", ".join(
+                f"{k} {have} (params: {want})" for k, (have, want) in short.items())
+                + f": run `whale prepare --domain {domain}` with this profile")
+
+    h0 = Path(s.harness_search.h0 or SEEDS / f"{domain}.py")
+    budget_tokens = None
+    if not h0.is_file():
+        plan.problems.append(f"h0: no such file {h0}")
+    else:
+        source = h0.read_text()
+        reason = check_candidate(source, sandbox_limits(s))
+        if reason:
+            plan.problems.append(f"h0 {h0}: {reason}")
+        budget_tokens = token_budget(source)
+        plan.add(f"h0: {h0} (token budget {budget_tokens if budget_tokens is not None else 'not a literal'})")
+        if budget_tokens and s.rsft.max_seq_len < budget_tokens:
+            plan.problems.append(f"rsft.max_seq_len {s.rsft.max_seq_len} is below h0's token budget {budget_tokens}: "
+                                 "accepted rollouts would be cut before the answer that earned them")
+
+    _model(plan, s)
+    _spend(plan, s, sizes)
+    return plan
+
+
+def _model(plan: Plan, s: Settings) -> None:
+    config_path = Path(s.model.export_dir) / "config.json"
+    if not config_path.is_file():
+        where = "the embedded SmolLM2 (exported on first use)" if s.model.source == "embedded" else s.model.source
+        plan.add(f"model: {where}; no config at {config_path} yet, memory not estimated")
+        return
+    n = parameters(json.loads(config_path.read_text()))
+    plan.add(f"model: {config_path.parent}, about {n / 1e6:.0f} M parameters; trainer state (fp32 weights, "
+             f"gradients, AdamW) about {16 * n / 2**30:.1f} GiB before activations; served weights "
+             f"{(2 if s.model.dtype == 'bfloat16' else 4) * n / 2**30:.1f} GiB ({s.model.dtype}) before the KV cache")
+
+
+def _spend(plan: Plan, s: Settings, sizes: dict[str, int]) -> None:
+    if "weight" not in sizes or "harness" not in sizes:
+        return
+    r, h, sched = s.rsft, s.harness_search, s.schedule
+    step = r.prompt_batch * r.k
+    try:
+        steps = epochs_to_steps(s, sizes["weight"], sched.E)
+    except ValueError as e:
+        plan.problems.append(f"schedule: {e}")
+        return
+    unit = sizes["harness"]
+    recheck = (h.recheck_top + 1) * h.recheck_samples * unit if h.recheck_top else 0
+    harness_phase = unit * (1 + (sched.I - 1) * h.M) + recheck
+    cycle = steps * step + harness_phase
+    plan.add(f"units: an RSFT step {step} rollouts ({r.prompt_batch} prompts x {r.k}), a candidate's score "
+             f"{unit}, a re-check {recheck}")
+    plan.add(f"phases: weight {steps} steps = {steps * step} rollouts (E {sched.E}); harness (fixed I {sched.I}, "
+             f"M {h.M}) up to {harness_phase}; a fixed whale cycle {cycle}")
+    plan.add(f"budget: {sched.budget} weight+harness rollouts, about {sched.budget / cycle:.1f} fixed cycles")
+    if "test" in sizes:
+        every = s.eval.every
+        points = sched.budget // every if every else 0
+        plan.add(f"test: {sizes['test']} examples x k {s.eval.k} = {sizes['test'] * s.eval.k} rollouts per "
+                 f"evaluation; grid every {every} rollouts ({points} points)"
+                 + ("; plus every phase boundary" if s.eval.phases else ""))
+    if cycle > sched.budget:
+        plan.problems.append(f"schedule.budget {sched.budget} is below one fixed cycle ({cycle} rollouts): "
+                             "whale would never finish a harness phase")
