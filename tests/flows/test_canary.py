@@ -64,7 +64,8 @@ def test_hostile_candidates_with_a_canary_key_leave_no_trace(tmp_path, tiny_mode
 
     overrides = make_project(tmp_path, tiny_model_dir)
     overrides["harness_search"].update(proposer="claude", M=len(CANDIDATES), claude={"retries": 1, "timeout_s": 20})
-    overrides["schedule"]["budget"] = 10  # h0 re-evaluated (2) and the 4 candidates that run (2 each)
+    # h0 re-evaluated (2), the 4 candidates that run (2 each) and the budget kept for the re-check (4)
+    overrides["schedule"]["budget"] = 14
     monkeypatch.chdir(tmp_path)
     writes = [tool_use("write_candidate", {"source": src, "hypothesis": f"hostile on {axis}", "axis": axis,
                                            "components": ["attack"]}) for axis, src in CANDIDATES.items()]
