@@ -18,7 +18,7 @@ from tasks.harness import (
 from tasks.measure import evaluate_test
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.run.context import Run
-from whale.run.schedule import Decision, HarnessRule, Spend, WeightRule
+from whale.run.schedule import Decision, HarnessRule, Spend, WeightRule, recheck_rollouts
 
 MAX_IDLE_ITERATIONS = 3
 
@@ -128,8 +128,7 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
     spent = 0
     # Once a challenger has been scored, candidates stop early enough for the acceptance re-check
     # to fit in the budget too (replayed identically on resume: units are read back in order).
-    reserve = (search.recheck_top + 1) * search.recheck_samples * len(run.domain.examples("harness")) \
-        if search.recheck_top else 0
+    reserve = recheck_rollouts(search.recheck_top, search.recheck_samples, len(run.domain.examples("harness")))
     kept = 0
 
     def unit(iteration: int, hids: list[str]) -> None:

@@ -13,10 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whale.run.schedule import epochs_to_steps
+from whale.run.schedule import epochs_to_steps, recheck_rollouts
 from whale.run.settings import Settings
-
-SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 
 
 @dataclass
@@ -54,7 +52,7 @@ def token_budget(source: str) -> int | None:
 def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
     from domains import get_domain
     from harnesses.validate import check_candidate
-    from whale.run.context import sandbox_limits
+    from whale.run.context import h0_path, sandbox_limits
 
     plan, s = Plan(), settings
     plan.add(f"run: {domain} / {condition}, profile {s.profile}, seed {s.seed}, data seed {s.data_seed}")
@@ -74,7 +72,7 @@ def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
                 f"{k} {have} (params: {want})" for k, (have, want) in short.items())
                 + f": run `whale prepare --domain {domain}` with this profile")
 
-    h0 = Path(s.harness_search.h0 or SEEDS / f"{domain}.py")
+    h0 = h0_path(s, domain)
     budget_tokens = None
     if not h0.is_file():
         plan.problems.append(f"h0: no such file {h0}")
@@ -117,7 +115,7 @@ def _spend(plan: Plan, s: Settings, sizes: dict[str, int]) -> None:
         plan.problems.append(f"schedule: {e}")
         return
     unit = sizes["harness"]
-    recheck = (h.recheck_top + 1) * h.recheck_samples * unit if h.recheck_top else 0
+    recheck = recheck_rollouts(h.recheck_top, h.recheck_samples, unit)
     harness_phase = unit * (1 + (sched.I - 1) * h.M) + recheck
     cycle = steps * step + harness_phase
     plan.add(f"units: an RSFT step {step} rollouts ({r.prompt_batch} prompts x {r.k}), a candidate's score "

@@ -29,6 +29,11 @@ from whale.types import Example, Rollout
 SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 
 
+def h0_path(settings: Settings, domain: str) -> Path:
+    """The initial harness: ``harness_search.h0``, else the domain's seed harness."""
+    return Path(settings.harness_search.h0 or SEEDS / f"{domain}.py")
+
+
 def model_dir(settings: Settings) -> Path:
     """The exported checkpoint named by params.yaml, exported on first use."""
     model = settings.model
@@ -97,8 +102,7 @@ class Run:
 
     # -- harnesses -------------------------------------------------------------------------
     def seed_harness(self) -> str:
-        path = self.settings.harness_search.h0 or SEEDS / f"{self.domain_name}.py"
-        source = Path(path).read_text()
+        source = h0_path(self.settings, self.domain_name).read_text()
         hid = self.archive.add(source, origin="seed")
         if self.archive.status(hid)[0] == "pending":
             self.archive.set_status(hid, "ok")

@@ -18,6 +18,12 @@ def epochs_to_steps(settings: Settings, n_weight: int, epochs: float) -> int:
     return steps_for_epochs(epochs, n_weight, settings.rsft.prompt_batch)
 
 
+def recheck_rollouts(recheck_top: int, recheck_samples: int, n_harness: int) -> int:
+    """Rollouts of a harness phase's acceptance re-check: the incoming harness and the top
+    challengers, ``recheck_samples`` more samples per harness-split example each (0 when off)."""
+    return (recheck_top + 1) * recheck_samples * n_harness if recheck_top else 0
+
+
 @dataclass
 class Spend:
     """Weight- plus harness-split rollouts spent so far, counted unit by unit in the flow.
