@@ -105,12 +105,13 @@ def whale(domain: str = "math_reasoning", condition: str = "adaptive_whale", run
           profile: str | None = None, overrides: dict | None = None, params_path: str = "params.yaml",
           runs_dir: str = "runs") -> dict:
     """Run (or resume) one condition on one domain; returns the final test metrics and where they are."""
-    return run_condition(load_settings(params_path, profile, overrides), domain, condition, run_id, runs_dir)
+    return run_condition(load_settings(params_path, profile, overrides, domain), domain, condition, run_id, runs_dir)
 
 
 def run_condition(settings: Settings, domain: str, condition: str, run_id: str | None = None,
                   runs_dir: str = "runs") -> dict:
     cond = get_condition(condition)
+    settings.check_domain(domain)
     run = Run(settings, domain, cond, run_id or f"{domain}-{condition}", runs_dir)
     try:
         h0 = run.seed_harness()

@@ -15,7 +15,6 @@ SYSTEM = (
     "Give exactly one move."
 )
 ASK = "Answer with a single move in UCI notation inside <move></move> tags, with no explanation."
-MAX_NEW_TOKENS = 64
 
 
 def parse_move(text):
@@ -39,6 +38,7 @@ def render(observation):
 class Harness(BaseHarness):
     max_turns = 9
     token_budget = 512
+    turn_tokens = 64
 
     def __init__(self):
         self.format_retries = 1
@@ -76,4 +76,4 @@ class Harness(BaseHarness):
         return self.prompt([{"role": "user", "content": f"{problem} {ASK}"}])
 
     def prompt(self, messages):
-        return Prompt(messages=messages, max_new_tokens=MAX_NEW_TOKENS, stop=["</move>"])
+        return Prompt(messages=messages, max_new_tokens=self.turn_tokens, stop=["</move>"])

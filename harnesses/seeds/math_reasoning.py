@@ -9,6 +9,7 @@ FENCE = re.compile(r"```python[ \t]*\n(.*?)(?:```|$)", re.S)
 class Harness(BaseHarness):
     max_turns = 2
     token_budget = 512
+    turn_tokens = 256
 
     def __init__(self):
         self.turns = 0
@@ -19,7 +20,7 @@ class Harness(BaseHarness):
             "You may write a ```python block; it will be run and its output shown to you.\n"
             "Put the final answer in \\boxed{}."
         )
-        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=256)
+        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=self.turn_tokens)
 
     def act(self, completion):
         self.turns += 1
@@ -33,4 +34,4 @@ class Harness(BaseHarness):
             text = f"Error: {observation['error']}"
         else:
             text = f"Output:\n{observation['output']}"
-        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=256)
+        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=self.turn_tokens)

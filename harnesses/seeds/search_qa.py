@@ -14,6 +14,7 @@ INSTRUCTIONS = (
 class Harness(BaseHarness):
     max_turns = 2
     token_budget = 512
+    turn_tokens = 192
 
     def __init__(self):
         self.turns = 0
@@ -23,7 +24,7 @@ class Harness(BaseHarness):
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": f"Question: {observation['question']}\n{INSTRUCTIONS}"},
         ]
-        return Prompt(messages=messages, max_new_tokens=192, stop=["</search>", "</answer>"])
+        return Prompt(messages=messages, max_new_tokens=self.turn_tokens, stop=["</search>", "</answer>"])
 
     def act(self, completion):
         self.turns += 1
@@ -41,5 +42,5 @@ class Harness(BaseHarness):
         else:
             text = "\n".join(f"Doc {i} (Title: {p['title']}) {p['text']}"
                              for i, p in enumerate(observation["passages"], 1))
-        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=192,
+        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=self.turn_tokens,
                       stop=["</search>", "</answer>"])

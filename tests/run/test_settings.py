@@ -19,8 +19,41 @@ def test_the_defaults_and_the_paper_profile_validate():
     assert (paper.profile, paper.rsft.prompt_batch, paper.backend.kind) == ("paper", 256, "openai")
 
 
+def test_the_paper_profile_has_the_released_settings_of_each_domain():
+    """Qwen3.5-2B / 2B / 4B, lr 1e-6 / 1e-7 / 1e-7, 4 / 6 / 4 epochs of steps, max_seq_len above
+    prompt + the 8192-token h0 budget; an override still wins over the domain's overlay."""
+    got = {d: load_settings(ROOT / "params.yaml", profile="paper", domain=d) for d in
+           ("search_qa", "math_reasoning", "chess_puzzles")}
+    assert {d: (s.model.source, s.rsft.lr) for d, s in got.items()} == {
+        "search_qa": ("Qwen/Qwen3.5-2B", 1e-6), "math_reasoning": ("Qwen/Qwen3.5-2B", 1e-7),
+        "chess_puzzles": ("Qwen/Qwen3.5-4B", 1e-7)}
+    for d, s in got.items():
+        assert s.domain == d and s.harness_search.h0_budgets["token_budget"] == 8192
+        assert s.rsft.max_seq_len >= 2048 + 8192
+        per_step = s.rsft.prompt_batch * s.rsft.k
+        assert s.schedule.budget // per_step == {"search_qa": 308, "math_reasoning": 438, "chess_puzzles": 268}[d]
+    lr = load_settings(ROOT / "params.yaml", profile="paper", domain="math_reasoning",
+                       overrides={"rsft": {"lr": 3e-7}})
+    assert lr.rsft.lr == 3e-7
+    with pytest.raises(ValueError, match="loaded for domain 'math_reasoning', not 'chess_puzzles'"):
+        got["math_reasoning"].check_domain("chess_puzzles")
+    paper = load_settings(ROOT / "params.yaml", profile="paper")  # loaded for no domain: its overlays bind
+    with pytest.raises(ValueError, match="per_domain.search_qa has an overlay"):
+        paper.check_domain("search_qa")
+
+
+def test_a_bad_per_domain_value_names_its_line_even_when_loaded_for_no_domain(tmp_path):
+    text = (ROOT / "params.yaml").read_text().replace("per_domain: {}", "per_domain:\n  search_qa: {rsft: {lr: -1}}")
+    (tmp_path / "params.yaml").write_text(text)
+    line = text.splitlines().index("  search_qa: {rsft: {lr: -1}}") + 1
+    where = rf"rsft\.lr \(line {line}, per_domain\.search_qa\): Input should be greater"
+    with pytest.raises(SettingsError, match=where):
+        load_settings(tmp_path / "params.yaml")
+    assert load_settings(tmp_path / "params.yaml", domain="math_reasoning").rsft.lr > 0  # other domains run
+
+
 @pytest.mark.parametrize("overrides, expected", [
-    ({"schedul": {"E": 1}}, r"schedul \(from --set\): unknown key; accepted: profile, data_seed, seed, model"),
+    ({"schedul": {"E": 1}}, r"schedul \(from --set\): unknown key; accepted: profile, domain, data_seed, seed, model"),
     ({"schedule": {"E": 0}}, r"schedule\.E \(from --set\): Input should be greater than 0 \(got 0\)"),
     ({"rsft": {"k": "four"}}, r"rsft\.k \(from --set\): Input should be a valid integer"),
     ({"backend": {"kind": "vllm"}}, r"backend\.kind \(from --set\): Input should be 'transformers' or 'openai'"),

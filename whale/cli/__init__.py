@@ -5,6 +5,7 @@ import argparse
 import sys
 from importlib import import_module
 
+from domains import NAMES
 from whale.cli.options import overrides
 from whale.run.settings import load_settings
 
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         module = _module(args.cmd)
-        settings = load_settings(args.params, args.profile, overrides(args))
+        domain = getattr(args, "domain", None)  # a run's domain selects its per_domain overlay
+        settings = load_settings(args.params, args.profile, overrides(args), domain if domain in NAMES else None)
         module.run(args, settings)
     except (FileNotFoundError, ValueError) as e:
         print(f"whale: {e}", file=sys.stderr)

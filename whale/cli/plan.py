@@ -8,7 +8,6 @@ fp32: 16 bytes per parameter, activations not included). Exit code 2 when someth
 """
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,18 +40,11 @@ def parameters(config: dict) -> int:
     return embed + layers * (2 * h * h + 2 * h * kv + 3 * h * i)
 
 
-def token_budget(source: str) -> int | None:
-    """The ``token_budget`` a harness class sets (None when it is not a literal)."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "token_budget" for t in node.targets):
-            return node.value.value if isinstance(node.value, ast.Constant) else None
-    return None
-
-
 def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
     from domains import get_domain
+    from harnesses.budgets import read_budgets
     from harnesses.validate import check_candidate
-    from whale.run.context import h0_path, sandbox_limits
+    from whale.run.context import h0_path, h0_source, sandbox_limits
 
     plan, s = Plan(), settings
     plan.add(f"run: {domain} / {condition}, profile {s.profile}, seed {s.seed}, data seed {s.data_seed}")
@@ -73,18 +65,22 @@ def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
                 + f": run `whale prepare --domain {domain}` with this profile")
 
     h0 = h0_path(s, domain)
-    budget_tokens = None
     if not h0.is_file():
         plan.problems.append(f"h0: no such file {h0}")
     else:
-        source = h0.read_text()
+        try:
+            source = h0_source(s, domain)
+        except (SyntaxError, ValueError) as e:
+            plan.problems.append(f"harness_search.h0_budgets: {e}")
+            source = h0.read_text()
         reason = check_candidate(source, sandbox_limits(s))
         if reason:
             plan.problems.append(f"h0 {h0}: {reason}")
-        budget_tokens = token_budget(source)
-        plan.add(f"h0: {h0} (token budget {budget_tokens if budget_tokens is not None else 'not a literal'})")
-        if budget_tokens and s.rsft.max_seq_len < budget_tokens:
-            plan.problems.append(f"rsft.max_seq_len {s.rsft.max_seq_len} is below h0's token budget {budget_tokens}: "
+        budgets = read_budgets(source)
+        plan.add(f"h0: {h0} (" + (", ".join(f"{k} {v}" for k, v in budgets.items()) or "budgets not literals") + ")")
+        tokens = budgets.get("token_budget")
+        if tokens and s.rsft.max_seq_len < tokens:
+            plan.problems.append(f"rsft.max_seq_len {s.rsft.max_seq_len} is below h0's token budget {tokens}: "
                                  "accepted rollouts would be cut before the answer that earned them")
 
     _model(plan, s)

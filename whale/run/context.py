@@ -11,6 +11,7 @@ from pathlib import Path
 
 from domains import get_domain
 from harnesses.archive import Archive
+from harnesses.budgets import set_budgets
 from harnesses.jail import check_jail
 from harnesses.sandbox import Limits
 from whale.model import EMBEDDED, export_model
@@ -32,6 +33,13 @@ SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 def h0_path(settings: Settings, domain: str) -> Path:
     """The initial harness: ``harness_search.h0``, else the domain's seed harness."""
     return Path(settings.harness_search.h0 or SEEDS / f"{domain}.py")
+
+
+def h0_source(settings: Settings, domain: str) -> str:
+    """The initial harness's source with ``harness_search.h0_budgets`` written into it."""
+    path = h0_path(settings, domain)
+    budgets = settings.harness_search.h0_budgets
+    return set_budgets(path.read_text(), budgets, where=str(path)) if budgets else path.read_text()
 
 
 def model_dir(settings: Settings) -> Path:
@@ -102,7 +110,7 @@ class Run:
 
     # -- harnesses -------------------------------------------------------------------------
     def seed_harness(self) -> str:
-        source = h0_path(self.settings, self.domain_name).read_text()
+        source = h0_source(self.settings, self.domain_name)
         hid = self.archive.add(source, origin="seed")
         if self.archive.status(hid)[0] == "pending":
             self.archive.set_status(hid, "ok")

@@ -95,8 +95,12 @@ class WeightRule:
 
 @dataclass(frozen=True)
 class HarnessRule:
-    """Adaptive harness phase: after ``min_iters``, stop when the phase's best score has not
-    improved (strictly) for ``patience`` iterations; never past ``max_iters``."""
+    """Adaptive harness phase, counted in proposer iterations as the reference does (its 5 / 2 / 15):
+    after ``min_iters`` proposer iterations, stop when the phase's best score has not improved
+    (strictly) for ``patience`` of them; never past ``max_iters``. The phase's iteration 1 is the
+    re-evaluation of the incoming harness, not a proposer iteration: its score joins proposer
+    iteration 1's, which therefore always sets the first best (the reference's counters start at
+    minus infinity and 0)."""
 
     min_iters: int
     patience: int
@@ -108,15 +112,18 @@ class HarnessRule:
         return cls(a.harness_min, a.harness_patience, a.harness_max)
 
     def decide(self, store: Store, run_id: str, cycle: int, weights_id: str, iteration: int) -> Decision:
-        if iteration >= self.max_iters:
-            return Decision(True, f"cap: {self.max_iters} iterations")
-        if iteration < self.min_iters:
+        """``iteration``: the phase's iteration just finished (1 = the re-evaluation)."""
+        proposed = iteration - 1
+        if proposed >= self.max_iters:
+            return Decision(True, f"cap: {self.max_iters} proposer iterations")
+        if proposed < self.min_iters:
             return Decision(False)
         rows = store.query(
-            "SELECT iteration, max(mean_reward) FROM scores WHERE run_id = ? AND cycle = ? AND weights_id = ? "
-            "AND split = 'harness' AND iteration >= 1 GROUP BY iteration ORDER BY iteration",
+            "SELECT greatest(iteration - 1, 1) AS p, max(mean_reward) FROM scores WHERE run_id = ? AND cycle = ? "
+            "AND weights_id = ? AND split = 'harness' AND iteration >= 1 GROUP BY p ORDER BY p",
             [run_id, cycle, weights_id])
-        best_it, best = _last_improvement(rows, 1)
-        if iteration - best_it >= self.patience:
-            return Decision(True, f"patience: best harness score {best:.3f} last improved at iteration {best_it}")
+        best_p, best = _last_improvement(rows, 1)
+        if proposed - best_p >= self.patience:
+            return Decision(True, f"patience: best harness score {best:.3f} last improved at proposer iteration "
+                                  f"{best_p}")
         return Decision(False)

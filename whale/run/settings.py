@@ -13,170 +13,34 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from domains import NAMES as DOMAINS
+from whale.run.sections import (
+    BackendSettings,
+    EvalSettings,
+    GenerationSettings,
+    HarnessSearchSettings,
+    ModelSettings,
+    RsftSettings,
+    SamplingSettings,
+    SandboxSettings,
+    ScheduleSettings,
+    Section,
+    SourceFiles,
+    SplitSizes,
+    VerifierSettings,
+)
 
 DEFAULT_PATH = Path("params.yaml")
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelSettings(Section):
-    source: str
-    export_dir: str
-    dtype: Literal["float32", "bfloat16"]
-
-
-class BackendSettings(Section):
-    kind: Literal["transformers", "openai"]
-    base_url: str | list[str] = Field(min_length=1)
-    max_batch: int = Field(ge=1)
-    kv_reuse_mb: float = Field(default=0, ge=0)
-    fingerprint_tol: float = Field(default=1e-3, gt=0)
-
-
-class SamplingSettings(Section):
-    temperature: float = Field(ge=0)
-    top_p: float = Field(gt=0, le=1)
-    top_k: int = Field(ge=0)
-
-
-class SandboxSettings(Section):
-    cpu_s: int = Field(ge=1)
-    memory_mb: int = Field(ge=64)
-    hook_timeout_s: float = Field(gt=0)
-    output_kb: int = Field(ge=1)
-    jail: Literal["bwrap", "none"]
-    max_processes: int = Field(ge=4)
-
-
-class SplitSizes(Section):
-    weight: int = Field(ge=1)
-    harness: int = Field(ge=1)
-    test: int = Field(ge=1)
-
-
-class ChessSplitGeneration(Section):
-    mix: dict[Literal["mate1", "mate2", "win_piece"], float] | None = None
-    max_legal_moves: int | None = Field(default=None, ge=2)
-
-
-class ChessGeneration(Section):
-    mix: dict[Literal["mate1", "mate2", "win_piece"], float]
-    max_legal_moves: int = Field(ge=2)
-    splits: dict[Literal["weight", "harness", "test"], ChessSplitGeneration] = {}
-
-
-class GenerationSettings(Section):
-    chess_puzzles: ChessGeneration
-
-
-class SearchVerifier(Section):
-    judge: bool
-    judge_model: str
-
-
-class VerifierSettings(Section):
-    search_qa: SearchVerifier
-
-
-class RsftSettings(Section):
-    prompt_batch: int = Field(ge=1)
-    k: int = Field(ge=1)
-    threshold: float
-    lr: float = Field(gt=0)
-    mini_batch: int = Field(ge=1)
-    micro_batch: int = Field(ge=1)
-    max_seq_len: int = Field(ge=2)
-    checkpoint_every: int = Field(ge=0)
-
-
-class ClaudeSettings(Section):
-    model: str
-    max_tokens: int = Field(ge=1)
-    timeout_s: float = Field(gt=0)
-    max_turns: int = Field(ge=1)
-    retries: int = Field(ge=0)
-
-
-class OpenAIProposerSettings(Section):
-    base_url: str
-    model: str
-    max_tokens: int = Field(ge=1)
-    timeout_s: float = Field(gt=0)
-    max_turns: int = Field(ge=1)
-    retries: int = Field(ge=1)
-
-
-class AcceptSettings(Section):
-    rule: Literal["lcb", "margin"]
-    level: float = Field(gt=0.5, lt=1)
-    margin: float = Field(ge=0, le=1)
-
-
-class HarnessSearchSettings(Section):
-    h0: str | None
-    M: int = Field(ge=1)
-    proposer: Literal["auto", "claude", "openai", "offline", "replay"]
-    # proposer `replay`: the run directory whose recorded proposals (proposals/c<cycle>-i<it>.json
-    # and its harness archive) are proposed again, iteration by iteration, with no model call.
-    replay_from: str | None = None
-    smoke_examples: int = Field(ge=0)
-    recheck_top: int = Field(ge=0)
-    recheck_samples: int = Field(ge=1)
-    accept: AcceptSettings
-    max_null_reward: float = Field(ge=0, le=1)
-    null_samples: int = Field(ge=1)
-    claude: ClaudeSettings
-    openai: OpenAIProposerSettings
-
-    @model_validator(mode="after")
-    def _replay_needs_a_run(self):
-        if self.proposer == "replay" and not self.replay_from:
-            raise ValueError("proposer replay needs replay_from: the directory of the run to replay")
-        return self
-
-
-class AdaptiveSettings(Section):
-    weight_min: float = Field(gt=0)
-    weight_window: float = Field(gt=0)
-    weight_patience: float = Field(gt=0)
-    harness_min: int = Field(ge=1)
-    harness_patience: int = Field(ge=1)
-    harness_max: int = Field(ge=1)
-
-
-class ScheduleSettings(Section):
-    E: float = Field(gt=0)
-    I: int = Field(ge=1)  # noqa: E741  (the paper's name)
-    budget: int = Field(ge=1)
-    stagewise_weight_share: float = Field(gt=0, lt=1)
-    adaptive: AdaptiveSettings
-
-
-class EvalSettings(Section):
-    k: int = Field(ge=1)
-    every: int = Field(ge=0)
-    phases: bool = True
-
-
-class SourceFiles(Section):
-    """Real data files of one domain: a path per split (unnamed splits are generated) and, for
-    search_qa, the passage corpus."""
-
-    weight: str | None = None
-    harness: str | None = None
-    test: str | None = None
-    corpus: str | None = None
 
 
 class Settings(Section):
     """The whole configuration of a run (params.yaml after the profile and the overrides)."""
 
     profile: str
+    # The domain whose `per_domain` overlay was applied (None: loaded for no domain in particular).
+    domain: Literal["math_reasoning", "chess_puzzles", "search_qa"] | None = None
     data_seed: int = Field(ge=0)
     seed: int = Field(ge=0)
     model: ModelSettings
@@ -191,6 +55,9 @@ class Settings(Section):
     harness_search: HarnessSearchSettings
     schedule: ScheduleSettings
     eval: EvalSettings
+    # Per-domain overlays (the paper's model, learning rate and lengths differ by domain), applied
+    # after the profile when a run's domain is known; each is validated at load time.
+    per_domain: dict[Literal["math_reasoning", "chess_puzzles", "search_qa"], dict] = {}
 
     @field_validator("data")
     @classmethod
@@ -199,6 +66,12 @@ class Settings(Section):
         if unknown:
             raise ValueError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAINS)}")
         return data
+
+    def check_domain(self, domain: str) -> None:
+        """Refuse to run ``domain`` with settings that were not loaded for it while it has an overlay."""
+        if self.domain != domain and (self.domain is not None or self.per_domain.get(domain)):
+            raise ValueError(f"these settings were loaded for domain {self.domain!r}, not {domain!r}, and "
+                             f"per_domain.{domain} has an overlay: load them with load_settings(..., domain=)")
 
     def as_json(self) -> str:
         """The settings as stored with a run (the ``runs.params`` column)."""
@@ -218,8 +91,9 @@ def merge(base: dict, overlay: dict) -> dict:
 
 
 def load_settings(path: str | Path = DEFAULT_PATH, profile: str | None = None,
-                  overrides: dict | None = None) -> Settings:
-    """The effective configuration: defaults, then ``profiles[profile]``, then ``overrides``."""
+                  overrides: dict | None = None, domain: str | None = None) -> Settings:
+    """The effective configuration: defaults, then ``profiles[profile]``, then ``per_domain[domain]``
+    of the result, then ``overrides``. Without a domain, every domain's overlay is still validated."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} not found (run from the project root or pass --params)")
@@ -236,13 +110,27 @@ def load_settings(path: str | Path = DEFAULT_PATH, profile: str | None = None,
         if name not in profiles:
             raise SettingsError(f"{path}: unknown profile {name!r}; known: default, {', '.join(profiles)}")
         raw = merge(raw, profiles[name])
-    raw["profile"] = name
+    raw["profile"], raw["domain"] = name, None  # both set here, never by the file
     if overrides is not None and not isinstance(overrides, dict):
         raise SettingsError(f"overrides must be a mapping of sections, got {type(overrides).__name__}")
+    if domain is not None and domain not in DOMAINS:
+        raise SettingsError(f"unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+    overlays = raw.get("per_domain") or {}
+    where = _Locator(text, name, overrides or {})
+    for d in [domain] if domain else [d for d in DOMAINS if isinstance(overlays, dict) and d in overlays]:
+        overlay = overlays.get(d, {}) if isinstance(overlays, dict) else {}
+        if not isinstance(overlay, dict):
+            raise SettingsError(f"{path}: per_domain.{d} must be a mapping of sections")
+        settings = _validate(path, merge(merge(raw, overlay), {**(overrides or {}), "domain": d}), where.within(d))
+    if domain:
+        return settings
+    return _validate(path, merge(raw, overrides or {}), where)
+
+
+def _validate(path: Path, raw: dict, where: _Locator) -> Settings:
     try:
-        return Settings.model_validate(merge(raw, overrides or {}))
+        return Settings.model_validate(raw)
     except ValidationError as e:
-        where = _Locator(text, name, overrides or {})
         lines = [_describe(err, where) for err in e.errors()]
         raise SettingsError(f"{path}: {len(lines)} bad setting(s):\n  " + "\n  ".join(lines)) from None
 
@@ -271,18 +159,28 @@ def _accepted(parent: list[str]) -> list[str]:
 
 
 class _Locator:
-    """Where a key path was set: ``--set`` overrides, the profile's overlay, or a params.yaml line."""
+    """Where a key path was set: ``--set`` overrides, a per-domain overlay, the profile's overlay,
+    or a params.yaml line."""
 
-    def __init__(self, text: str, profile: str, overrides: dict):
-        self.root, self.profile, self.overrides = yaml.compose(text), profile, overrides
+    def __init__(self, text: str, profile: str, overrides: dict, domain: str | None = None):
+        self.text, self.root, self.profile, self.overrides = text, yaml.compose(text), profile, overrides
+        self.domain = domain
+
+    def within(self, domain: str) -> _Locator:
+        return _Locator(self.text, self.profile, self.overrides, domain)
 
     def __call__(self, keys: list[str]) -> str:
         if _has(self.overrides, keys):
             return "from --set"
-        for prefix in (["profiles", self.profile], []):
+        prefixes = [(["profiles", self.profile], ""), ([], "")]
+        if self.domain:
+            own = f", per_domain.{self.domain}"
+            prefixes = [(["profiles", self.profile, "per_domain", self.domain], own),
+                        (["per_domain", self.domain], own)] + prefixes
+        for prefix, label in prefixes:
             node = _node(self.root, prefix + keys)
             if node is not None:
-                return f"line {node.start_mark.line + 1}"
+                return f"line {node.start_mark.line + 1}{label}"
         return "params.yaml"
 
 
