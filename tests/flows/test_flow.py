@@ -161,3 +161,19 @@ def test_without_phase_evaluations_only_the_start_the_grid_and_the_end_are_evalu
     assert phases == ["start", "grid-1", "grid-2", "final"]
     final = table(db, "SELECT mean_at_k, cumulative_rollouts FROM evals WHERE phase = 'final'")[0]
     assert (result["test_mean_at_k"], result["rollouts"]) == final
+
+
+def test_weight_only_trains_data_parallel_over_two_processes(project):
+    """rsft.processes 2: the run's trainer is rank 0 of a gloo group; its steps train and the run ends
+    with the worker stopped."""
+    import multiprocessing
+
+    from flows.whale import whale
+
+    tmp, overrides = project
+    overrides["rsft"]["processes"] = 2
+    result = whale(domain="chess_puzzles", condition="weight_only", overrides=overrides)
+    db = tmp / "runs" / "chess_puzzles-weight_only" / "rollouts.duckdb"
+    trained = table(db, "SELECT count(*) FROM train_steps WHERE NOT skipped")[0][0]
+    assert trained >= 1 and result["weights_id"] != table(db, "SELECT weights_id FROM evals ORDER BY rowid")[0][0]
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("rsft-rank")]

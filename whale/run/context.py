@@ -68,7 +68,7 @@ def sandbox_limits(settings: Settings) -> Limits:
 def rsft_config(settings: Settings) -> RSFTConfig:
     r = settings.rsft
     return RSFTConfig(lr=r.lr, mini_batch=r.mini_batch, micro_batch=r.micro_batch, max_seq_len=r.max_seq_len,
-                      seed=settings.seed, dtype=settings.model.dtype)
+                      seed=settings.seed, dtype=settings.model.dtype, processes=r.processes)
 
 
 def domain_for(settings: Settings, name: str):
@@ -138,4 +138,5 @@ class Run:
         return self.weights.id
 
     def close(self) -> None:
+        self.weights.close()
         self.store.close()

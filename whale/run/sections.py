@@ -78,6 +78,7 @@ class RsftSettings(Section):
     micro_batch: int = Field(ge=1)
     max_seq_len: int = Field(ge=2)
     checkpoint_every: int = Field(ge=0)
+    processes: int = Field(default=1, ge=1)
 
 
 class ClaudeSettings(Section):

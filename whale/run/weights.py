@@ -12,7 +12,8 @@ from whale.model import model_weights_id, weights_id
 from whale.rollout import fingerprint
 from whale.rollout.backends.base import Backend
 from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
-from whale.train.rsft import RSFTConfig, RSFTTrainer, StepStats
+from whale.train.parallel import make_trainer
+from whale.train.rsft import RSFTConfig, StepStats
 from whale.types import Rollout
 
 
@@ -23,7 +24,7 @@ class Weights:
         self.fingerprint_tol = fingerprint_tol
         self.fingerprint_distance: float | None = None  # of the last published update (a server only)
         self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
-        self.trainer: RSFTTrainer | None = None
+        self.trainer = None  # RSFTTrainer, or DataParallelTrainer over rsft.processes
 
     @property
     def id(self) -> str:
@@ -39,8 +40,7 @@ class Weights:
         """Build the run's one trainer, resumed from its latest checkpoint (optimizer state included)."""
         if self.trainer is None:
             ckpt = latest_checkpoint(self.ckpt_root)
-            self.trainer = (RSFTTrainer.from_checkpoint(ckpt, self.config) if ckpt
-                            else RSFTTrainer(self.base_model, self.config))
+            self.trainer = make_trainer(ckpt or self.base_model, self.config, resume=ckpt is not None)
             self._publish()
 
     def update(self, accepted: list[Rollout]) -> StepStats:
@@ -66,6 +66,11 @@ class Weights:
                 self.trainer.load_state(ckpt)
                 self._publish()
         return self.id
+
+    def close(self) -> None:
+        """Stop the trainer's worker processes, if it has any."""
+        if hasattr(self.trainer, "close"):
+            self.trainer.close()
 
     def _publish(self) -> None:
         """Make the backend serve the trainer's current weights and check that it does."""

@@ -19,6 +19,7 @@ of the whole mini-batch (TRL's ``num_items_in_batch``), and the micro-batch grad
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 import time
@@ -69,12 +70,16 @@ class RSFTConfig:
     weight_decay: float = 0.0
     # Recompute activations in the backward pass: less memory, about a third more compute.
     activation_checkpointing: bool = False
+    # Data-parallel processes (whale.train.parallel): one per device; 1 = in the run's process.
+    processes: int = 1
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.micro_batch < 1 or self.mini_batch < self.micro_batch:
             raise ValueError(f"need 1 <= micro_batch <= mini_batch, got {self.micro_batch} / {self.mini_batch}")
+        if self.processes < 1:
+            raise ValueError(f"processes must be >= 1, got {self.processes}")
         if self.lr <= 0 or self.max_seq_len < 2:
             raise ValueError(f"need lr > 0 and max_seq_len >= 2, got {self.lr} / {self.max_seq_len}")
 
@@ -143,8 +148,6 @@ class RSFTTrainer:
         seed_row = {"input_ids": [tokenizer.eos_token_id] * 2, "labels": [tokenizer.eos_token_id] * 2}
         self.trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([seed_row]),
                                   processing_class=tokenizer)
-        if self.trainer.accelerator.num_processes > 1:
-            raise NotImplementedError("RSFTTrainer runs in one process; multi-process token counting is not wired")
         # SFTTrainer's compute_loss divides by num_items_in_batch: tell Trainer not to divide again.
         self.trainer.loss_is_scaled_for_ga = True
         self.trainer.create_optimizer_and_scheduler(num_training_steps=1)  # constant: length is irrelevant
@@ -209,15 +212,34 @@ class RSFTTrainer:
         return stats
 
     def _accumulate(self, rows: list[dict]) -> tuple[float, int]:
+        """Forward and backward over one mini-batch; returns its token-mean loss and token count.
+
+        Over N processes (``whale.train.parallel``) every process holds the whole mini-batch and
+        takes every N-th micro-batch; DDP sums the gradients across processes once, on the last
+        pass. The divisor stays the whole mini-batch's token count (TRL scales each process's loss
+        by N, DDP averages over N), so the update equals the one-process update."""
+        import torch
+
         micro = self.config.micro_batch
         batches = [self.trainer.data_collator(rows[i:i + micro]) for i in range(0, len(rows), micro)]
         tokens = sum(int((b["labels"][:, 1:] != IGNORE).sum()) for b in batches)
         if tokens == 0:
             return 0.0, 0
+        acc = self.trainer.accelerator
+        world, rank = acc.num_processes, acc.process_index
+        mine = batches[rank::world]
+        # every process makes the same number of passes (DDP's reduction waits for all): a process
+        # short of a micro-batch runs one without targets, which adds nothing to the gradient
+        mine += [{**batches[0], "labels": torch.full_like(batches[0]["labels"], IGNORE)}] * (
+            -(-len(batches) // world) - len(mine))
         self.trainer.current_gradient_accumulation_steps = len(batches)
-        # Each micro-batch's summed NLL / the mini-batch's token count: the sum is the mini-batch token mean.
-        loss = sum(float(self.trainer.training_step(self.trainer.model_wrapped, b, num_items_in_batch=tokens))
-                   for b in batches)
+        loss = 0.0
+        for i, batch in enumerate(mine):
+            with acc.no_sync(self.trainer.model_wrapped) if i < len(mine) - 1 else contextlib.nullcontext():
+                loss += float(self.trainer.training_step(self.trainer.model_wrapped, batch, num_items_in_batch=tokens))
+        if world > 1:  # each process reported N x its share of the mini-batch mean
+            total = acc.reduce(torch.tensor(loss / world, device=acc.device), reduction="sum")
+            loss = float(total)
         return loss, tokens
 
     def _optimizer_step(self) -> None:
