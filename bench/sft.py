@@ -77,16 +77,16 @@ def main() -> None:
         c0 = time.process_time()  # CPU seconds of all threads: less sensitive than wall time to other load
         steps.append(trainer.step(rollouts))
         cpu.append(time.process_time() - c0)
-    times = [s["wall_s"] for s in steps]
+    times = [s.wall_s for s in steps]
     timed = times[1:] or times
     print(json.dumps({
         "model": args.model, "dtype": args.dtype, "rollouts": args.rollouts,
         "mean_tokens_per_rollout": sum(len(r.token_ids) for r in rollouts) / len(rollouts),
-        "trained_tokens_per_step": steps[0]["tokens"], "mini_batch": args.mini_batch,
+        "trained_tokens_per_step": steps[0].tokens, "mini_batch": args.mini_batch,
         "micro_batch": args.micro_batch, "activation_checkpointing": args.activation_checkpointing,
-        "optimizer_steps_per_step": steps[0]["optimizer_steps"], "init_s": round(init_s, 2),
+        "optimizer_steps_per_step": steps[0].optimizer_steps, "init_s": round(init_s, 2),
         "step_s": [round(t, 2) for t in times], "s_per_step": round(sum(timed) / len(timed), 2),
-        "cpu_s": [round(c, 2) for c in cpu], "losses": [round(s["loss"], 4) for s in steps],
+        "cpu_s": [round(c, 2) for c in cpu], "losses": [round(s.loss, 4) for s in steps],
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         "threads": __import__("torch").get_num_threads(), "load_avg_1m": round(os.getloadavg()[0], 1),
     }))

@@ -101,7 +101,9 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, spend: 
         stats = sft_step(run, cycle, step, rollouts, accepted)
         loss = "skipped (nothing accepted)" if stats.skipped else f"loss {stats.loss:.3f}"
         reward = sum(r.reward for r in rollouts) / max(len(rollouts), 1)
-        log(f"RSFT step {step}: train reward {reward:.3f}, accepted {len(accepted)}/{len(rollouts)}, {loss}")
+        check = run.weights.fingerprint
+        synced = f"; {check.describe(run.weights.fingerprint_tol)}" if check and not stats.skipped else ""
+        log(f"RSFT step {step}: train reward {reward:.3f}, accepted {len(accepted)}/{len(rollouts)}, {loss}{synced}")
         step += 1
         if every and step % every == 0 and (max_steps is None or step < first_step + max_steps):
             run.weights.save(step)

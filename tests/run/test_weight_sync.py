@@ -12,11 +12,11 @@ from whale.run.weights import Weights
 from whale.train.rsft import RSFTConfig
 
 
-def perturb(model) -> None:
+def perturb(model, scale: float = 0.05) -> None:
     """What an RSFT update does to the trainer's weights, as far as the server can tell."""
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(5)) * 0.05)
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(5)) * scale)
 
 
 @pytest.mark.parametrize("hot_swap", [True, False])
@@ -31,11 +31,12 @@ def test_an_update_is_published_only_when_the_server_computes_with_it(tmp_path, 
     try:
         weights = Weights(backend, RSFTConfig(), tiny_model_dir, run_dir, fingerprint_tol=1e-3)
         weights.start_training()  # publishes the base weights, which the server has: proved equal
-        assert weights.fingerprint_distance < 1e-4
+        assert weights.fingerprint.distance < 1e-4 and weights.fingerprint.moved is None
         perturb(weights.trainer.model)
         if hot_swap:
             weights._publish()
-            assert weights.fingerprint_distance < 1e-4 and backend.weights_id == weights.id
+            assert weights.fingerprint.distance < 1e-4 and backend.weights_id == weights.id
+            assert weights.fingerprint.resolves(1e-3) and "not verified" not in weights.fingerprint.describe(1e-3)
         else:
             with pytest.raises(WeightsMismatch, match="does not serve the trainer's weights"):
                 weights._publish()
@@ -56,6 +57,26 @@ def test_the_served_fingerprint_is_the_local_one(tmp_path, tiny_model_dir):
         local = local_logprobs(AutoModelForCausalLM.from_pretrained(tiny_model_dir), probes)
         assert [len(s) for s in served] == [len(p) - 1 for p in probes]
         assert distance(served, local) < 1e-4
+    finally:
+        backend.close()
+        srv.stop()
+
+
+def test_an_update_smaller_than_the_tolerance_is_reported_unverified(tmp_path, tiny_model_dir):
+    """The check's blind spot, stated instead of hidden: an update that moves the probes by less than
+    the tolerance passes against a server that kept the old weights, so the run says so."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run_dir / "serving")
+    srv = make_server(str(run_dir / "serving"), allow_load=False, load_roots=[run_dir]).start()
+    backend = OpenAIBackend(srv.base_url, str(run_dir / "serving"), max_batch=2)
+    try:
+        weights = Weights(backend, RSFTConfig(), tiny_model_dir, run_dir, fingerprint_tol=1e-3)
+        weights.start_training()
+        perturb(weights.trainer.model, scale=1e-7)  # a 1e-7 learning rate's worth
+        weights._publish()  # the stale server passes: the update is below what the probes resolve
+        verdict = weights.fingerprint
+        assert verdict.moved < 1e-3 and not verdict.resolves(1e-3)
+        assert "this update is not verified" in verdict.describe(1e-3)
     finally:
         backend.close()
         srv.stop()

@@ -12,6 +12,8 @@ whole update.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 # Fixed texts of several kinds, so that any change of the weights moves some of their tokens.
@@ -38,7 +40,7 @@ def local_logprobs(model, probes: list[list[int]]) -> list[list[float]]:
     model.eval()
     out = []
     for ids in probes:
-        x = torch.tensor([ids])
+        x = torch.tensor([ids], device=model.device)
         logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), dim=-1)
         out.append(logp.gather(-1, x[0, 1:].unsqueeze(-1)).squeeze(-1).tolist())
     if was_training:
@@ -54,9 +56,33 @@ def distance(served: list[list[float]], local: list[list[float]]) -> float:
                default=0.0)
 
 
-def verify(backend, model, tokenizer, tolerance: float, what: str) -> float:
-    """Compare the fingerprint of the backend (of each of its replicas) with ``model``'s; return the
-    largest distance, raise past ``tolerance``."""
+@dataclass(frozen=True)
+class Verdict:
+    """One fingerprint check: the largest gap between a replica and the trainer, and how far the
+    update moved the trainer's own probe log-probabilities (None for the first check)."""
+
+    distance: float
+    moved: float | None
+    local: list[list[float]]
+
+    def resolves(self, tolerance: float) -> bool:
+        """Whether the check could tell the new weights from the previous ones: an update that moved
+        the probes by no more than the tolerance (a tiny learning rate, a loose bf16 tolerance) would
+        pass against a server that kept the old weights too."""
+        return self.moved is None or self.moved > tolerance
+
+    def describe(self, tolerance: float) -> str:
+        text = f"served weights within {self.distance:.2g} nats of the trainer's"
+        if self.moved is not None:
+            text += f", the update moved them {self.moved:.2g}"
+        if not self.resolves(tolerance):
+            text += f" (at most the tolerance {tolerance:g}: this update is not verified)"
+        return text
+
+
+def verify(backend, model, tokenizer, tolerance: float, what: str, previous: Verdict | None = None) -> Verdict:
+    """Compare the fingerprint of the backend (of each of its replicas) with ``model``'s; raise past
+    ``tolerance``. ``previous``: the last check, to say whether this one could see the update."""
     probes = probe_ids(tokenizer)
     local = local_logprobs(model, probes)
     worst = 0.0
@@ -69,4 +95,4 @@ def verify(backend, model, tokenizer, tolerance: float, what: str) -> float:
                 "older weights or loaded others; restart it on the checkpoint (or give it a weight-update "
                 "path) before going on")
         worst = max(worst, d)
-    return worst
+    return Verdict(worst, distance(local, previous.local) if previous else None, local)

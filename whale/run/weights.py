@@ -22,7 +22,7 @@ class Weights:
                  fingerprint_tol: float = 1e-3):
         self.backend, self.config, self.base_model = backend, config, base_model
         self.fingerprint_tol = fingerprint_tol
-        self.fingerprint_distance: float | None = None  # of the last published update (a server only)
+        self.fingerprint: fingerprint.Verdict | None = None  # of the last published update (a server only)
         self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
         self.trainer = None  # RSFTTrainer, or DataParallelTrainer over rsft.processes
 
@@ -86,6 +86,7 @@ class Weights:
             tmp.rename(self.serving)
             self.backend.load(str(self.serving))
             # the server's word (its weights id, its model root) is not proof: its numbers are
-            self.fingerprint_distance = fingerprint.verify(self.backend, self.trainer.model, self.trainer.tokenizer,
-                                                           self.fingerprint_tol, f"the trainer's weights {expected}")
+            self.fingerprint = fingerprint.verify(self.backend, self.trainer.model, self.trainer.tokenizer,
+                                                  self.fingerprint_tol, f"the trainer's weights {expected}",
+                                                  self.fingerprint)
         self.backend.check_serving(expected)

@@ -94,6 +94,8 @@ class TransformersBackend(Backend):
     def load(self, model_dir: str) -> str:
         served = weights_id(model_dir)  # first: a directory without weights must not keep the old id
         self.model, self.tokenizer = load_model(model_dir, self.dtype)
+        if torch.cuda.is_available():
+            self.model.to("cuda")
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
         self.weights_id = served
@@ -136,6 +138,8 @@ class TransformersBackend(Backend):
             attn[i, held - d:held] = 1
             attn[i, held + width - len(new):] = 1
             pos[i, width - len(new):] = torch.arange(d, len(r.ids))
+        dev = self.model.device  # the trainer's device when it serves the trainer's model
+        ids, attn, pos = ids.to(dev), attn.to(dev), pos.to(dev)
         capacity = held + width + max(r.max_new_tokens for r in reqs)
         cache = Cache(layers=[PreallocatedLayer(capacity) for _ in range(self.model.config.num_hidden_layers)])
         if held:
@@ -143,7 +147,8 @@ class TransformersBackend(Backend):
         # Only the last position's logits are needed: a full [batch, length, vocab] tensor is gigabytes.
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=1)
-        cache, logits = _cache(out), out.logits[:, -1, :].float()
+        # sampling runs on the CPU with per-request CPU generators: the same tokens on any device
+        cache, logits = _cache(out), out.logits[:, -1, :].float().cpu()
         gens = [torch.Generator().manual_seed(r.seed) for r in reqs]
         constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
         generated: list[list[int]] = [[] for _ in reqs]
@@ -169,15 +174,15 @@ class TransformersBackend(Backend):
             if not live:
                 break
             if len(live) <= len(rows) * COMPACT_AT:
-                sel = torch.tensor([r for r, i in enumerate(rows) if i in live])
+                sel = torch.tensor([r for r, i in enumerate(rows) if i in live], device=dev)
                 cache.batch_select_indices(sel)
                 attn, last_pos = attn[sel], last_pos[sel]
                 feed, rows = [feed[r] for r in sel.tolist()], [rows[r] for r in sel.tolist()]
-            attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
+            attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=torch.long, device=dev)], dim=1)
             last_pos = last_pos + 1
-            out = self.model(input_ids=torch.tensor(feed).unsqueeze(1), attention_mask=attn,
+            out = self.model(input_ids=torch.tensor(feed, device=dev).unsqueeze(1), attention_mask=attn,
                              position_ids=last_pos.unsqueeze(1), cache=cache, use_cache=True)
-            cache, logits = _cache(out), out.logits[:, -1, :].float()
+            cache, logits = _cache(out), out.logits[:, -1, :].float().cpu()
         return results
 
     def _preload(self, cache: Cache, past: list, done: list[int], held: int, capacity: int) -> None:
