@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from domains.math_reasoning import MathDomain
+from harnesses.budgets import read_budgets, set_budgets
 from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.hf import TransformersBackend
 from whale.rollout.engine import Engine
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def shortened(relative: str) -> str:
     """The harness source with smaller per-turn token limits: same logic, seconds instead of minutes."""
     source = (ROOT / relative).read_text()
+    if "turn_tokens" in read_budgets(source):
+        return set_budgets(source, {"turn_tokens": 24})
     short = source.replace("max_new_tokens=256", "max_new_tokens=24")
     short = short.replace("max_new_tokens=200", "max_new_tokens=24")
     assert short != source

@@ -85,7 +85,7 @@ def build_whale(runs: Path) -> tuple[str, str, str]:
                      hypothesis="more turns let the program run", axis="budget", cycle=1, iteration=2)
     h2 = archive.add(archive.source(h1).replace("Put the final answer", "Print, then put the final answer"),
                      origin="claude", parents=[h1], hypothesis=HYPOTHESIS, axis="nudge", cycle=1, iteration=4)
-    sibling = archive.add(seed.replace("max_new_tokens=256", "max_new_tokens=384"), origin="offline", parents=[h0],
+    sibling = archive.add(seed.replace("turn_tokens = 256", "turn_tokens = 384"), origin="offline", parents=[h0],
                           hypothesis="longer turns", axis="budget", cycle=1, iteration=3)
     bad = archive.add("class Harness:\n    pass\n", origin="claude", parents=[h1], hypothesis="broken", cycle=1,
                       iteration=4)
