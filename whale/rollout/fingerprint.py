@@ -35,17 +35,21 @@ def probe_ids(tokenizer) -> list[list[int]]:
 
 @torch.no_grad()
 def local_logprobs(model, probes: list[list[int]]) -> list[list[float]]:
-    """log p(token_i | tokens_<i) for every probe token after the first, in this process."""
+    """log p(token_i | tokens_<i) for every probe token after the first, in this process: one
+    right-padded batch (causal attention: padding after a token never changes its log-probability)."""
     was_training = model.training
     model.eval()
-    out = []
-    for ids in probes:
-        x = torch.tensor([ids], device=model.device)
-        logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), dim=-1)
-        out.append(logp.gather(-1, x[0, 1:].unsqueeze(-1)).squeeze(-1).tolist())
+    width = max(len(ids) for ids in probes)
+    x = torch.zeros((len(probes), width), dtype=torch.long)
+    mask = torch.zeros_like(x)
+    for i, ids in enumerate(probes):
+        x[i, :len(ids)], mask[i, :len(ids)] = torch.tensor(ids), 1
+    x, mask = x.to(model.device), mask.to(model.device)
+    logp = torch.log_softmax(model(input_ids=x, attention_mask=mask).logits[:, :-1].float(), dim=-1)
+    picked = logp.gather(-1, x[:, 1:].unsqueeze(-1)).squeeze(-1).cpu()
     if was_training:
         model.train()
-    return out
+    return [picked[i, :len(ids) - 1].tolist() for i, ids in enumerate(probes)]
 
 
 def distance(served: list[list[float]], local: list[list[float]]) -> float:

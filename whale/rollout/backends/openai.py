@@ -88,16 +88,21 @@ class OpenAIBackend(Backend):
     def prompt_logprobs(self, probes: list[list[int]]) -> list[list[float]]:
         """The served model's log-probability of every probe token after the first (vLLM's
         ``prompt_logprobs``): the fingerprint ``whale/rollout/fingerprint.py`` checks."""
-        out = []
-        for ids in probes:
-            body = {"model": self.served_model, "prompt": ids, "max_tokens": 1, "temperature": 0.0,
-                    "prompt_logprobs": 0}
-            choice = self._check(self.http.post("/completions", json=body), "POST /completions").json()["choices"][0]
-            rows = choice.get("prompt_logprobs")
+        # one request for every probe: the server scores them as one batch (vLLM and whale serve
+        # take a list of token-id prompts and answer with one choice per prompt, by index)
+        body = {"model": self.served_model, "prompt": probes, "max_tokens": 1, "temperature": 0.0,
+                "prompt_logprobs": 0}
+        choices = self._check(self.http.post("/completions", json=body), "POST /completions").json()["choices"]
+        out = [None] * len(probes)
+        for choice in choices:
+            ids, rows = probes[choice["index"]], choice.get("prompt_logprobs")
             if not rows or len(rows) != len(ids):
                 raise RuntimeError(f"{self.base_url} returned no prompt_logprobs for the weight fingerprint "
                                    "(vLLM and whale serve support them)")
-            out.append([float(row[str(tok)]["logprob"]) for tok, row in zip(ids[1:], rows[1:], strict=True)])
+            out[choice["index"]] = [float(row[str(tok)]["logprob"]) for tok, row in zip(ids[1:], rows[1:],
+                                                                                         strict=True)]
+        if any(o is None for o in out):
+            raise RuntimeError(f"{self.base_url} answered {len(choices)} choices for {len(probes)} probe prompts")
         return out
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
