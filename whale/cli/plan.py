@@ -47,7 +47,8 @@ def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
     from whale.run.context import h0_path, h0_source, sandbox_limits
 
     plan, s = Plan(), settings
-    plan.add(f"run: {domain} / {condition}, profile {s.profile}, seed {s.seed}, data seed {s.data_seed}")
+    overlay = f" with per_domain.{domain}" if s.per_domain.get(domain) else ""
+    plan.add(f"run: {domain} / {condition}, profile {s.profile}{overlay}, seed {s.seed}, data seed {s.data_seed}")
     sizes = {}
     for split in ("weight", "harness", "test"):
         try:
@@ -95,8 +96,10 @@ def _model(plan: Plan, s: Settings) -> None:
         plan.add(f"model: {where}; no config at {config_path} yet, memory not estimated")
         return
     n = parameters(json.loads(config_path.read_text()))
+    ranks = s.rsft.processes
+    where = f" on each of {ranks} data-parallel ranks" if ranks > 1 else ""
     plan.add(f"model: {config_path.parent}, about {n / 1e6:.0f} M parameters; trainer state (fp32 weights, "
-             f"gradients, AdamW) about {16 * n / 2**30:.1f} GiB before activations; served weights "
+             f"gradients, AdamW) about {16 * n / 2**30:.1f} GiB{where} before activations; served weights "
              f"{(2 if s.model.dtype == 'bfloat16' else 4) * n / 2**30:.1f} GiB ({s.model.dtype}) before the KV cache")
 
 
