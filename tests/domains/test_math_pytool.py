@@ -63,9 +63,9 @@ def test_socket_connect_fails():
 
 def test_files_outside_the_scratch_directory_are_refused(tmp_path):
     secret = tmp_path / "gold.jsonl"
-    secret.write_text('{"answer": 42}')
+    secret.write_text('{"answer": "gold-q7zx"}')  # a value no temporary path contains (pytest-142 holds 42)
     read = run_python(f"print(open({str(secret)!r}).read())", 5)
-    assert not read["ok"] and "42" not in read["output"] and "PermissionError" in read["output"]
+    assert not read["ok"] and "gold-q7zx" not in read["output"] and "PermissionError" in read["output"]
     write = run_python(f"open({str(tmp_path / 'new.txt')!r}, 'w').write('x')", 5)
     assert not write["ok"] and not (tmp_path / "new.txt").exists()
     assert run_python("open('scratch.txt', 'w').write('ok')\nprint(open('scratch.txt').read())", 5)["output"] == "ok\n"
