@@ -1,6 +1,7 @@
 """Weight sync over HTTP is proved by the served log-probabilities, never by a path or a name:
 a `whale serve` that swaps weights passes, one that kept the old weights stops the run."""
 import shutil
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -19,17 +20,27 @@ def perturb(model, scale: float = 0.05) -> None:
             p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(5)) * scale)
 
 
-@pytest.mark.parametrize("hot_swap", [True, False])
-def test_an_update_is_published_only_when_the_server_computes_with_it(tmp_path, tiny_model_dir, hot_swap):
+@contextmanager
+def served_run(tmp_path, model_dir, allow_load: bool):
+    """A run's Weights against a `whale serve` started on the run's serving/ folder (as a vLLM
+    restarted on it once); ``allow_load`` False = a server with no weight-update path."""
     run_dir = tmp_path / "run"
-    # Without a weight-update path the server was started on the run's serving/ folder (as a vLLM
-    # restarted on it once): the folder is where the run writes every update, so the old check
-    # (the server's root is the checkpoint's path) passed forever after.
-    shutil.copytree(tiny_model_dir, run_dir / "serving")
-    srv = make_server(str(run_dir / "serving"), allow_load=hot_swap, load_roots=[run_dir]).start()
+    shutil.copytree(model_dir, run_dir / "serving")
+    srv = make_server(str(run_dir / "serving"), allow_load=allow_load, load_roots=[run_dir]).start()
     backend = OpenAIBackend(srv.base_url, str(run_dir / "serving"), max_batch=2)
     try:
-        weights = Weights(backend, RSFTConfig(), tiny_model_dir, run_dir, fingerprint_tol=1e-3)
+        yield Weights(backend, RSFTConfig(), model_dir, run_dir, fingerprint_tol=1e-3), backend
+    finally:
+        backend.close()
+        srv.stop()
+
+
+@pytest.mark.parametrize("hot_swap", [True, False])
+def test_an_update_is_published_only_when_the_server_computes_with_it(tmp_path, tiny_model_dir, hot_swap):
+    # Without a weight-update path the server was started on the run's serving/ folder: the folder
+    # is where the run writes every update, so the old check (the server's root is the
+    # checkpoint's path) passed forever after.
+    with served_run(tmp_path, tiny_model_dir, allow_load=hot_swap) as (weights, backend):
         weights.start_training()  # publishes the base weights, which the server has: proved equal
         assert weights.fingerprint.distance < 1e-4 and weights.fingerprint.moved is None
         perturb(weights.trainer.model)
@@ -40,9 +51,6 @@ def test_an_update_is_published_only_when_the_server_computes_with_it(tmp_path, 
         else:
             with pytest.raises(WeightsMismatch, match="does not serve the trainer's weights"):
                 weights._publish()
-    finally:
-        backend.close()
-        srv.stop()
 
 
 def test_the_served_fingerprint_is_the_local_one(tmp_path, tiny_model_dir):
@@ -65,18 +73,10 @@ def test_the_served_fingerprint_is_the_local_one(tmp_path, tiny_model_dir):
 def test_an_update_smaller_than_the_tolerance_is_reported_unverified(tmp_path, tiny_model_dir):
     """The check's blind spot, stated instead of hidden: an update that moves the probes by less than
     the tolerance passes against a server that kept the old weights, so the run says so."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(tiny_model_dir, run_dir / "serving")
-    srv = make_server(str(run_dir / "serving"), allow_load=False, load_roots=[run_dir]).start()
-    backend = OpenAIBackend(srv.base_url, str(run_dir / "serving"), max_batch=2)
-    try:
-        weights = Weights(backend, RSFTConfig(), tiny_model_dir, run_dir, fingerprint_tol=1e-3)
+    with served_run(tmp_path, tiny_model_dir, allow_load=False) as (weights, _):
         weights.start_training()
         perturb(weights.trainer.model, scale=1e-7)  # a 1e-7 learning rate's worth
         weights._publish()  # the stale server passes: the update is below what the probes resolve
         verdict = weights.fingerprint
         assert verdict.moved < 1e-3 and not verdict.resolves(1e-3)
         assert "this update is not verified" in verdict.describe(1e-3)
-    finally:
-        backend.close()
-        srv.stop()

@@ -65,9 +65,14 @@ def _reset_accelerate() -> None:
     AcceleratorState._reset_state(reset_partial_state=True)
 
 
-def _build(source: str | Path, config: RSFTConfig, resume: bool) -> RSFTTrainer:
-    _reset_accelerate()
+def _one(source: str | Path, config: RSFTConfig, resume: bool) -> RSFTTrainer:
     return RSFTTrainer.from_checkpoint(source, config) if resume else RSFTTrainer(source, config)
+
+
+def _build(source: str | Path, config: RSFTConfig, resume: bool) -> RSFTTrainer:
+    """A rank's trainer, built against the process group just joined."""
+    _reset_accelerate()
+    return _one(source, config, resume)
 
 
 def _worker(rank: int, world: int, port: int, source: str, config: RSFTConfig, resume: bool) -> None:
@@ -157,4 +162,4 @@ def make_trainer(source: str | Path, config: RSFTConfig, resume: bool = False):
     """The run's trainer: in this process, or data-parallel over ``config.processes`` processes."""
     if config.processes > 1:
         return DataParallelTrainer(source, config, resume)
-    return RSFTTrainer.from_checkpoint(source, config) if resume else RSFTTrainer(source, config)
+    return _one(source, config, resume)
