@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tasks import log
 from tasks.harness import (
     accept_harness,
-    evaluate_harness,
+    evaluate_harnesses,
     propose_harnesses,
     recheck_harnesses,
     select_harness,
@@ -130,7 +130,8 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
     spent = 0
     # Once a challenger has been scored, candidates stop early enough for the acceptance re-check
     # to fit in the budget too (replayed identically on resume: units are read back in order).
-    reserve = recheck_rollouts(search.recheck_top, search.recheck_samples, len(run.domain.examples("harness")))
+    size = len(run.domain.examples("harness"))
+    reserve = recheck_rollouts(search.recheck_top, search.recheck_samples, size)
     kept = 0
 
     def unit(iteration: int, hids: list[str]) -> None:
@@ -142,7 +143,7 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
         grid(run, spend, cycle, incoming)
 
     it, reason, idle = 1, "", 0
-    evaluate_harness(run, cycle, 1, incoming)  # callers start a phase only while the budget is open
+    evaluate_harnesses(run, cycle, 1, [incoming])  # callers start a phase only while the budget is open
     unit(1, [incoming])
     while True:
         if idle >= MAX_IDLE_ITERATIONS:  # without it, a proposer whose candidates never run would never end
@@ -161,13 +162,19 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
         it += 1
         best = select_harness(run, cycle)["harness_id"]
         before = spent
+        admitted: list[str] = []
         for hid in propose_harnesses(run, cycle, it, best, prompt_only):
-            if not spend.open(kept):
+            # The iteration's candidates run together (in parallel under Ray), so each is admitted
+            # before any runs, charged in advance its full cost and, once a challenger is in, the re-check.
+            ahead = len(admitted) * size + (reserve if admitted else kept)
+            if not spend.open(ahead):
                 if run.archive.status(hid)[0] == "pending":
                     run.archive.set_status(hid, "unscored", "the budget was spent before its evaluation")
             elif validate_candidate(run, hid, best, prompt_only):
-                evaluate_harness(run, cycle, it, hid, smoke=True)
-                unit(it, [hid])
+                admitted.append(hid)
+        evaluate_harnesses(run, cycle, it, admitted, smoke=True)
+        for hid in admitted:
+            unit(it, [hid])
         idle = idle + 1 if spent == before else 0
     rechecked = [incoming]
     if search.recheck_top:

@@ -5,7 +5,7 @@ from prefect import flow
 
 from flows.phases import PhaseEnd, charge_harness_unit, harness_phase, weight_phase
 from tasks import log
-from tasks.harness import evaluate_harness
+from tasks.harness import evaluate_harnesses
 from tasks.measure import evaluate_test
 from whale.run.conditions import get_condition
 from whale.run.context import Run
@@ -92,7 +92,7 @@ def _best_weight_point(run: Run, h0: str, every: int, end: PhaseEnd, spend: Spen
         if not spend.open():
             break
         run.weights.serve(step)
-        score = evaluate_harness(run, 1, step, h0)
+        (score,) = evaluate_harnesses(run, 1, step, [h0])
         charge_harness_unit(run, spend, 1, step, [h0])
         if score is not None and score["mean_reward"] >= best_score:
             best, best_score = step, score["mean_reward"]
@@ -114,6 +114,10 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
     settings.check_domain(domain)
     run = Run(settings, domain, cond, run_id or f"{domain}-{condition}", runs_dir)
     try:
+        if settings.parallel.engine == "ray":
+            from tasks.parallel import RayDispatch
+
+            run.dispatch = RayDispatch(settings.parallel)
         h0 = run.seed_harness()
         spend = Spend(settings.schedule.budget)
         evaluate_test(run, 0, "start", h0, spend.spent)

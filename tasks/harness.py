@@ -1,4 +1,4 @@
-"""Harness-phase tasks: propose_harnesses -> validate_candidate -> evaluate_harness -> select_harness."""
+"""Harness-phase tasks: propose_harnesses -> validate_candidate -> evaluate_harnesses -> select_harness."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,14 +7,14 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_proposer
-from harnesses.validate import check_candidate, smoke_error
+from harnesses.validate import check_candidate
 from tasks import log
 from whale.files import write_json
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
 from whale.rollout.metrics import summarize
 from whale.run.acceptance import AcceptRule, accept
-from whale.run.context import Run, sandbox_limits
+from whale.run.context import Request, Run, sandbox_limits
 from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,39 +115,40 @@ def null_reward(run: Run, source: str) -> float:
     return summarize(rollouts)["mean_at_k"]
 
 
-@task(cache_policy=NONE, task_run_name="evaluate_harness-{harness_id}-i{iteration}")
-def evaluate_harness(run: Run, cycle: int, iteration: int, harness_id: str, smoke: bool = False) -> dict | None:
-    """One rollout per harness-split example under the current weights; stores and returns the score.
+@task(cache_policy=NONE, task_run_name="evaluate_harnesses-c{cycle}-i{iteration}")
+def evaluate_harnesses(run: Run, cycle: int, iteration: int, harness_ids: list[str],
+                       smoke: bool = False) -> list[dict | None]:
+    """One rollout per harness-split example for each harness under the current weights, all handed
+    to the run's dispatch at once (Ray workers run them in parallel); stores and returns the scores.
 
-    With ``smoke`` the first ``smoke_examples`` run first and any error marks the candidate
-    `error` before the rest of the budget is spent. Returns None for a broken candidate.
+    With ``smoke`` each harness's first ``smoke_examples`` run first and any error marks the
+    candidate `error` before the rest of its budget is spent. None for a broken candidate.
     """
-    row = run.store.row("SELECT harness_id, mean_reward, mean_turns, n FROM scores WHERE run_id = ? "
-                        "AND harness_id = ? AND weights_id = ? AND cycle = ? AND iteration = ? AND split = 'harness'",
-                        [run.run_id, harness_id, run.weights_id, cycle, iteration])
-    if row:
-        return row
-    if run.archive.status(harness_id)[0] == "error":
-        return None
+    scores: dict[str, dict | None] = {}
+    for hid in harness_ids:
+        scores[hid] = run.store.row(
+            "SELECT harness_id, mean_reward, mean_turns, n FROM scores WHERE run_id = ? AND harness_id = ? "
+            "AND weights_id = ? AND cycle = ? AND iteration = ? AND split = 'harness'",
+            [run.run_id, hid, run.weights_id, cycle, iteration])
+    todo = [h for h in harness_ids if scores[h] is None and run.archive.status(h)[0] != "error"]
     examples = run.domain.examples("harness")
     first = run.settings.harness_search.smoke_examples if smoke else 0
-    parts = [examples[:first], examples[first:]] if first else [examples]
-    rollouts = []
-    for part in parts:
-        rollouts += _rollouts(run, cycle, iteration, harness_id, part, 1, f"harness {harness_id} i{iteration}")
-        err = smoke_error(rollouts) if smoke else None
-        if err:
-            run.archive.set_status(harness_id, "error", err)
-            return None
-    if run.archive.status(harness_id)[0] == "pending":
-        run.archive.set_status(harness_id, "ok")
-    return _score(run, cycle, iteration, harness_id, rollouts)
+    chunks = [examples[:first], examples[first:]] if first else [examples]
+    requests = [Request([(_key(run, cycle, iteration, hid, chunk, 1), chunk) for chunk in chunks],
+                        f"harness {hid} i{iteration}", smoke) for hid in todo]
+    for hid, result in zip(todo, run.rollouts(requests), strict=True):
+        if result.error:
+            run.archive.set_status(hid, "error", result.error)
+            continue
+        if run.archive.status(hid)[0] == "pending":
+            run.archive.set_status(hid, "ok")
+        scores[hid] = _score(run, cycle, iteration, hid, result.rollouts)
+    return [scores[h] for h in harness_ids]
 
 
-def _rollouts(run: Run, cycle: int, step: int, harness_id: str, examples: list[Example], k: int, desc: str,
-              seed_offset: int = SCORE_SEED):
-    key = run.key(cycle, "harness", step, harness_id, examples, k, run.settings.seed + seed_offset)
-    return run.rollouts_once(key, examples, desc)
+def _key(run: Run, cycle: int, step: int, harness_id: str, examples: list[Example], k: int,
+         seed_offset: int = SCORE_SEED):
+    return run.key(cycle, "harness", step, harness_id, examples, k, run.settings.seed + seed_offset)
 
 
 def _score(run: Run, cycle: int, iteration: int, harness_id: str, rollouts) -> dict:
@@ -189,10 +190,12 @@ def recheck_harnesses(run: Run, cycle: int, incoming: str, top: int, samples: in
     challengers = [hid for hid, *_ in _ranked(run, cycle, "iteration >= 1", top + 1) if hid != incoming][:top]
     if not challengers or not sample:  # nothing to decide between, or no budget left: no samples spent
         return [incoming, *challengers]
-    for hid in [incoming, *challengers]:
-        rollouts = _rollouts(run, cycle, 0, hid, examples, samples, f"re-check {hid}", RECHECK_SEED)
-        _score(run, cycle, 0, hid, rollouts)
-    return [incoming, *challengers]
+    hids = [incoming, *challengers]
+    requests = [Request([(_key(run, cycle, 0, hid, examples, samples, RECHECK_SEED), examples)], f"re-check {hid}")
+                for hid in hids]
+    for hid, result in zip(hids, run.rollouts(requests), strict=True):
+        _score(run, cycle, 0, hid, result.rollouts)
+    return hids
 
 
 @task(cache_policy=NONE)

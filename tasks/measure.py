@@ -6,7 +6,7 @@ from prefect.cache_policies import NONE
 
 from tasks import log
 from whale.rollout.metrics import summarize
-from whale.run.context import Run
+from whale.run.context import Request, Run
 
 TEST_SEED_OFFSET = 10_007  # test rollouts draw from their own seeds, apart from the run's other batches
 
@@ -27,7 +27,8 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str, spent: int)
     number = run.store.query("SELECT count(*) FROM evals WHERE run_id = ?", [run.run_id])[0][0]
     key = run.key(cycle, "eval", number, harness_id, examples, k, run.settings.seed + TEST_SEED_OFFSET,
                   any_boundary=True)
-    m = summarize(run.rollouts_once(key, examples, f"test eval c{cycle} {phase}"))
+    (result,) = run.rollouts([Request([(key, examples)], f"test eval c{cycle} {phase}")])
+    m = summarize(result.rollouts)
     row = {"run_id": run.run_id, "cycle": cycle, "phase": phase, "harness_id": harness_id,
            "weights_id": key.weights_id, "split": "test", "k": k, "n_examples": m["n_examples"],
            "mean_at_k": m["mean_at_k"], "format_rate": m["format_rate"], "truncation_rate": m["truncation_rate"],

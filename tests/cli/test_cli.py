@@ -197,10 +197,11 @@ def test_dry_run_prints_the_plan_and_refuses_what_cannot_run(tmp_path, tiny_mode
                  "--set", json.dumps(overrides)]) == 0
     out = capsys.readouterr().out
     assert out.count("0 problem(s): ready to run") == 2 and "a fixed whale cycle" in out
-    two = {**overrides, "rsft": {**overrides["rsft"], "processes": 2}}
+    two = {**overrides, "rsft": {**overrides["rsft"], "processes": 2}, "parallel": {"engine": "ray", "workers": 3}}
     assert main(["run", "--domain", "chess_puzzles", "--condition", "whale", "--dry-run",
                  "--set", json.dumps(two)]) == 0
-    assert "GiB on each of 2 data-parallel ranks" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "GiB on each of 2 data-parallel ranks" in out and "a local Ray the run starts (3 workers)" in out
     assert not (tmp_path / "runs").exists()  # nothing ran
     bad = {**overrides, "rsft": {**overrides["rsft"], "prompt_batch": 64, "max_seq_len": 8},
            "data": {"chess_puzzles": {"weight": 9, "harness": 2, "test": 2}}}

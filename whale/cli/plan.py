@@ -85,8 +85,23 @@ def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
                                  "accepted rollouts would be cut before the answer that earned them")
 
     _model(plan, s)
+    _parallel(plan, s)
     _spend(plan, s, sizes)
     return plan
+
+
+def _parallel(plan: Plan, s: Settings) -> None:
+    p = s.parallel
+    if p.engine == "local":
+        plan.add("parallel: candidates and test evaluations one after another in the run's process")
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("prefect_ray") is None:
+        plan.problems.append("parallel.engine: ray needs prefect-ray and ray: pip install -e '.[ray]'")
+    where = f"the Ray cluster at {p.address}" if p.address else f"a local Ray the run starts ({p.workers} workers)"
+    plan.add(f"parallel: Ray, {where}; each job asks {p.cpus_per_job} CPU and {p.gpus_per_job} GPU; "
+             f"test evaluations and re-checks split into {p.workers} jobs")
 
 
 def _model(plan: Plan, s: Settings) -> None:

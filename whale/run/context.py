@@ -7,6 +7,7 @@ A run is ``runs/<run_id>/``: ``rollouts.duckdb`` (every rollout, score, step and
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from domains import get_domain
@@ -14,11 +15,13 @@ from harnesses.archive import Archive
 from harnesses.budgets import set_budgets
 from harnesses.jail import check_jail
 from harnesses.sandbox import Limits
+from harnesses.validate import smoke_error
 from whale.model import EMBEDDED, export_model
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
 from whale.run.conditions import Condition
+from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
 from whale.run.settings import Settings
 from whale.run.weights import Weights
 from whale.store import Store, store_path
@@ -71,12 +74,34 @@ def rsft_config(settings: Settings) -> RSFTConfig:
                       seed=settings.seed, dtype=settings.model.dtype, processes=r.processes)
 
 
-def domain_for(settings: Settings, name: str):
-    """The domain ``name`` with its verifier options from params.yaml."""
+def domain_for(settings: Settings, name: str, data_dir: str | Path = "data"):
+    """The domain ``name`` (examples under ``data_dir``) with its verifier options from params.yaml."""
     options = settings.verifier.search_qa.model_dump() if name == "search_qa" else {}
     if name == "math_reasoning":
         options = {"jail": settings.sandbox.jail, "max_processes": settings.sandbox.max_processes}
-    return get_domain(name, **options)
+    return get_domain(name, str(data_dir), **options)
+
+
+def _elsewhere(run_id: str) -> str:
+    return f"<run {run_id}, in the run's process>"
+
+
+def _identity(params: str) -> dict:
+    """The settings that make a run what it is: where its jobs run (``parallel``) is not one of
+    them, so a run started locally may resume on a cluster."""
+    out = json.loads(params)
+    out.pop("parallel", None)
+    return out
+
+
+@dataclass
+class Request:
+    """Rollouts a task wants: ``parts`` (a key and its examples each), rolled out in order; with
+    ``smoke``, a part with an error ends the request (a broken candidate spends no more)."""
+
+    parts: list[tuple[RolloutKey, list[Example]]]
+    desc: str
+    smoke: bool = False
 
 
 class Run:
@@ -95,6 +120,8 @@ class Run:
         self.engine = make_engine(settings, self.domain, resume or base_model)
         self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir,
                                settings.backend.fingerprint_tol)
+        # Where rollout jobs run: here by default; the flow may hand them to Ray workers instead.
+        self.dispatch = LocalDispatch(self.engine)
 
     def _check_same_run(self) -> None:
         """A run id names one (domain, condition, params): refuse to resume something else."""
@@ -103,8 +130,8 @@ class Run:
         if row is None:
             self.store.insert("runs", [{"run_id": self.run_id, "domain": self.domain_name,
                                         "condition": self.condition.name, "params": params}])
-        elif (row["domain"], row["condition"], json.loads(row["params"])) != (
-                self.domain_name, self.condition.name, json.loads(params)):
+        elif (row["domain"], row["condition"], _identity(row["params"])) != (
+                self.domain_name, self.condition.name, _identity(params)):
             raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
                              "choose a new run id or delete runs/" + self.run_id)
 
@@ -124,7 +151,8 @@ class Run:
 
     def rollouts_once(self, key: RolloutKey, examples: list[Example], desc: str) -> list[Rollout]:
         """The rollouts of ``key``, stored: read back when the store holds the complete batch (a
-        resumed run), else rolled out. A rollout is never drawn, nor stored, twice."""
+        resumed run), else rolled out here (RSFT sampling: the weights change every step, so
+        workers would have to reload them each time). A rollout is never drawn, nor stored, twice."""
         stored = self.store.stored_rollouts(key)
         if stored is not None:
             return stored
@@ -133,10 +161,63 @@ class Run:
         self.store.insert_rollouts(rollouts)
         return rollouts
 
+    def rollouts(self, requests: list[Request]) -> list[JobResult]:
+        """The rollouts of every request, stored. Parts already stored are read back; the rest go
+        to ``dispatch`` in rounds, each live request's next part in one round (split into
+        ``dispatch.workers`` jobs, so workers run them at once), stored in request order after it.
+        A smoke error ends its request; a failed job ends the run once the round's others are stored."""
+        results = [self._stored(req) for req in requests]
+        while True:
+            todo = [(req, res) for req, res in zip(requests, results, strict=True)
+                    if res.error is None and len(res.parts) < len(req.parts)]
+            if not todo:
+                return results
+            jobs = [shard(self._job(req, len(res.parts)), self.dispatch.workers) for req, res in todo]
+            flat = self.dispatch([j for pieces in jobs for j in pieces])
+            at, failed = 0, None
+            for (req, res), pieces in zip(todo, jobs, strict=True):
+                got, at = flat[at:at + len(pieces)], at + len(pieces)
+                bad = next((g for g in got if isinstance(g, BaseException)), None)
+                failed = failed or bad
+                if bad:  # a part is stored whole or not at all
+                    continue
+                part = [r for rollouts in got for r in rollouts]
+                self.store.insert_rollouts(part)
+                res.parts.append(part)
+                res.error = smoke_error(part) if req.smoke else None
+            if failed:
+                raise failed
+
+    def _stored(self, req: Request) -> JobResult:
+        """The leading parts of ``req`` the store holds (a smoke error there ends the request)."""
+        done = JobResult([])
+        for key, _ in req.parts:
+            stored = self.store.stored_rollouts(key)
+            if stored is None:
+                break
+            done.parts.append(stored)
+            done.error = smoke_error(stored) if req.smoke else None
+            if done.error:
+                break
+        return done
+
+    def _job(self, req: Request, part: int) -> RolloutJob:
+        key, examples = req.parts[part]
+        model = str(self.weights.on_disk().resolve()) if self.dispatch.remote else ""
+        return RolloutJob(self.settings, self.domain_name, str(self.domain.data_dir.parent.resolve()), model,
+                          key.weights_id, self.archive.source(key.harness_id), tuple(examples), key.k, key.seed,
+                          key.context, req.desc)
+
     @property
     def weights_id(self) -> str:
         return self.weights.id
 
+    def __reduce__(self):
+        # Prefect hands a task to Ray with its caller's context, this run among the caller's
+        # parameters. A run (model, trainer, the store's one writer) lives in its own process only.
+        return _elsewhere, (self.run_id,)
+
     def close(self) -> None:
+        self.dispatch.close()
         self.weights.close()
         self.store.close()

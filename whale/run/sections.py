@@ -24,6 +24,17 @@ class BackendSettings(Section):
     fingerprint_tol: float = Field(default=1e-3, gt=0)
 
 
+class ParallelSettings(Section):
+    """Where harness candidates, re-checks and test evaluations roll out (RSFT sampling stays in
+    the run's process: its weights change every step)."""
+
+    engine: Literal["local", "ray"] = "local"
+    address: str | None = None  # a Ray cluster to join; None starts a local Ray for the run
+    workers: int = Field(default=2, ge=1)  # a test evaluation or re-check is split into this many jobs
+    cpus_per_job: float = Field(default=1, gt=0)
+    gpus_per_job: float = Field(default=0, ge=0)
+
+
 class SamplingSettings(Section):
     temperature: float = Field(ge=0)
     top_p: float = Field(gt=0, le=1)

@@ -22,6 +22,7 @@ from whale.run.sections import (
     GenerationSettings,
     HarnessSearchSettings,
     ModelSettings,
+    ParallelSettings,
     RsftSettings,
     SamplingSettings,
     SandboxSettings,
@@ -45,6 +46,7 @@ class Settings(Section):
     seed: int = Field(ge=0)
     model: ModelSettings
     backend: BackendSettings
+    parallel: ParallelSettings
     sampling: SamplingSettings
     sandbox: SandboxSettings
     data: dict[str, SplitSizes]

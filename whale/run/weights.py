@@ -5,13 +5,14 @@ backend serve the result; ``save`` writes a checkpoint and checks that the backe
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 from whale.model import model_weights_id, weights_id
 from whale.rollout import fingerprint
 from whale.rollout.backends.base import Backend
-from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
+from whale.train.checkpoint import META_FILE, checkpoint_dir, latest_checkpoint, save_checkpoint
 from whale.train.parallel import make_trainer
 from whale.train.rsft import RSFTConfig, StepStats
 from whale.types import Rollout
@@ -25,6 +26,7 @@ class Weights:
         self.fingerprint: fingerprint.Verdict | None = None  # of the last published update (a server only)
         self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
         self.trainer = None  # RSFTTrainer, or DataParallelTrainer over rsft.processes
+        self._ids: dict[Path, str] = {}  # weights id of the base model and of serving/ as last written
 
     @property
     def id(self) -> str:
@@ -67,10 +69,40 @@ class Weights:
                 self._publish()
         return self.id
 
+    def on_disk(self) -> Path:
+        """A directory holding the weights the backend serves now, for workers that load their own
+        copy: the checkpoint or base model with that weights id, else the trainer's weights written
+        to ``serving/`` (mid-phase, between checkpoints)."""
+        wanted = self.id
+        for ckpt in sorted(self.ckpt_root.glob("step-*"), reverse=True):
+            if (ckpt / META_FILE).exists() and json.loads((ckpt / META_FILE).read_text())["weights_id"] == wanted:
+                return ckpt
+        if self.base_model not in self._ids:
+            self._ids[self.base_model] = weights_id(self.base_model)
+        if self._ids[self.base_model] == wanted:
+            return self.base_model
+        if self._ids.get(self.serving) == wanted:
+            return self.serving
+        if self.trainer is None or model_weights_id(self.trainer.model) != wanted:
+            raise RuntimeError(f"the weights {wanted} being served are on no disk this run can name")
+        self._write_serving(wanted)
+        return self.serving
+
     def close(self) -> None:
         """Stop the trainer's worker processes, if it has any."""
         if hasattr(self.trainer, "close"):
             self.trainer.close()
+
+    def _write_serving(self, wid: str) -> None:
+        """The trainer's weights (id ``wid``) and tokenizer into ``serving/``, replaced whole."""
+        self._ids.pop(self.serving, None)
+        tmp = self.serving.with_name("serving.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.trainer.model.save_pretrained(tmp)
+        self.trainer.tokenizer.save_pretrained(tmp)
+        shutil.rmtree(self.serving, ignore_errors=True)
+        tmp.rename(self.serving)
+        self._ids[self.serving] = wid
 
     def _publish(self) -> None:
         """Make the backend serve the trainer's current weights and check that it does."""
@@ -78,12 +110,7 @@ class Weights:
         if hasattr(self.backend, "serve_model"):
             self.backend.serve_model(self.trainer.model, expected)
         else:  # a server: hand it a checkpoint directory to load
-            tmp = self.serving.with_name("serving.tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.trainer.model.save_pretrained(tmp)
-            self.trainer.tokenizer.save_pretrained(tmp)
-            shutil.rmtree(self.serving, ignore_errors=True)
-            tmp.rename(self.serving)
+            self._write_serving(expected)
             self.backend.load(str(self.serving))
             # the server's word (its weights id, its model root) is not proof: its numbers are
             self.fingerprint = fingerprint.verify(self.backend, self.trainer.model, self.trainer.tokenizer,
