@@ -43,7 +43,8 @@ def test_the_paper_profile_has_the_released_settings_of_each_domain():
 
 
 def test_a_bad_per_domain_value_names_its_line_even_when_loaded_for_no_domain(tmp_path):
-    text = (ROOT / "params.yaml").read_text().replace("per_domain: {}", "per_domain:\n  search_qa: {rsft: {lr: -1}}")
+    bad = "\nper_domain:\n  search_qa: {rsft: {lr: -1}}\n"
+    text = (ROOT / "params.yaml").read_text().replace("\nper_domain:\n", bad, 1)
     (tmp_path / "params.yaml").write_text(text)
     line = text.splitlines().index("  search_qa: {rsft: {lr: -1}}") + 1
     where = rf"rsft\.lr \(line {line}, per_domain\.search_qa\): Input should be greater"
