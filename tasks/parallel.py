@@ -36,9 +36,9 @@ class RayDispatch:
 
         self.workers = settings.workers
         self.options = {"num_cpus": settings.cpus_per_job, "num_gpus": settings.gpus_per_job}
-        init = {"include_dashboard": False, "log_to_driver": True}
+        init = {}
         if settings.address is None:  # a local Ray sized for the jobs of one dispatch
-            init["num_cpus"] = max(1, round(settings.workers * settings.cpus_per_job))
+            init = {"num_cpus": max(1, round(settings.workers * settings.cpus_per_job)), "include_dashboard": False}
         self.runner = RayTaskRunner(address=settings.address, init_kwargs=init)
         self.runner.__enter__()
         # Workers record their task runs with the run's Prefect API. Without one set, each worker

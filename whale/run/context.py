@@ -22,7 +22,7 @@ from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
 from whale.run.conditions import Condition
 from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
-from whale.run.settings import Settings
+from whale.run.settings import PLACEMENT, Settings
 from whale.run.weights import Weights
 from whale.store import Store, store_path
 from whale.store.keys import RolloutKey
@@ -87,11 +87,8 @@ def _elsewhere(run_id: str) -> str:
 
 
 def _identity(params: str) -> dict:
-    """The settings that make a run what it is: where its jobs run (``parallel``) is not one of
-    them, so a run started locally may resume on a cluster."""
-    out = json.loads(params)
-    out.pop("parallel", None)
-    return out
+    """The settings that make a run what it is (all but ``PLACEMENT``)."""
+    return {k: v for k, v in json.loads(params).items() if k not in PLACEMENT}
 
 
 @dataclass

@@ -34,6 +34,9 @@ from whale.run.sections import (
 )
 
 DEFAULT_PATH = Path("params.yaml")
+# Sections that say where the work runs, not what it computes: not part of a run's identity (a run
+# started locally resumes on Ray), nor a dependency of the DVC run stages.
+PLACEMENT = frozenset({"parallel"})
 
 
 class Settings(Section):
