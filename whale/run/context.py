@@ -164,12 +164,15 @@ class Run:
         ``dispatch.workers`` jobs, so workers run them at once), stored in request order after it.
         A smoke error ends its request; a failed job ends the run once the round's others are stored."""
         results = [self._stored(req) for req in requests]
+        model = None  # where workers load the weights from: one place for the whole call
         while True:
             todo = [(req, res) for req, res in zip(requests, results, strict=True)
                     if res.error is None and len(res.parts) < len(req.parts)]
             if not todo:
                 return results
-            jobs = [shard(self._job(req, len(res.parts)), self.dispatch.workers) for req, res in todo]
+            if model is None:
+                model = str(self.weights.on_disk().resolve()) if self.dispatch.remote else ""
+            jobs = [shard(self._job(req, len(res.parts), model), self.dispatch.workers) for req, res in todo]
             flat = self.dispatch([j for pieces in jobs for j in pieces])
             at, failed = 0, None
             for (req, res), pieces in zip(todo, jobs, strict=True):
@@ -198,9 +201,8 @@ class Run:
                 break
         return done
 
-    def _job(self, req: Request, part: int) -> RolloutJob:
+    def _job(self, req: Request, part: int, model: str) -> RolloutJob:
         key, examples = req.parts[part]
-        model = str(self.weights.on_disk().resolve()) if self.dispatch.remote else ""
         return RolloutJob(self.settings, self.domain_name, str(self.domain.data_dir.parent.resolve()), model,
                           key.weights_id, self.archive.source(key.harness_id), tuple(examples), key.k, key.seed,
                           key.context, req.desc)

@@ -5,14 +5,19 @@ backend serve the result; ``save`` writes a checkpoint and checks that the backe
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from whale.model import model_weights_id, weights_id
 from whale.rollout import fingerprint
 from whale.rollout.backends.base import Backend
-from whale.train.checkpoint import META_FILE, checkpoint_dir, latest_checkpoint, save_checkpoint
+from whale.train.checkpoint import (
+    checkpoint_dir,
+    checkpoint_weights_id,
+    checkpoints,
+    latest_checkpoint,
+    save_checkpoint,
+)
 from whale.train.parallel import make_trainer
 from whale.train.rsft import RSFTConfig, StepStats
 from whale.types import Rollout
@@ -74,8 +79,8 @@ class Weights:
         copy: the checkpoint or base model with that weights id, else the trainer's weights written
         to ``serving/`` (mid-phase, between checkpoints)."""
         wanted = self.id
-        for ckpt in sorted(self.ckpt_root.glob("step-*"), reverse=True):
-            if (ckpt / META_FILE).exists() and json.loads((ckpt / META_FILE).read_text())["weights_id"] == wanted:
+        for ckpt in checkpoints(self.ckpt_root):
+            if checkpoint_weights_id(ckpt) == wanted:
                 return ckpt
         if self.base_model not in self._ids:
             self._ids[self.base_model] = weights_id(self.base_model)

@@ -27,14 +27,25 @@ def checkpoint_dir(root: str | Path, step: int) -> Path:
     return Path(root) / f"step-{step:06d}"
 
 
-def latest_checkpoint(root: str | Path) -> Path | None:
-    """The complete checkpoint with the highest step under ``root``, or None."""
+def checkpoints(root: str | Path) -> list[Path]:
+    """The complete checkpoints under ``root``, latest step first."""
     root = Path(root)
     if not root.is_dir():
-        return None
+        return []
     found = [(int(m.group(1)), p) for p in root.iterdir()
              if (m := STEP_DIR.match(p.name)) and (p / META_FILE).exists()]
-    return max(found)[1] if found else None
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The complete checkpoint with the highest step under ``root``, or None."""
+    found = checkpoints(root)
+    return found[0] if found else None
+
+
+def checkpoint_weights_id(ckpt_dir: str | Path) -> str:
+    """The weights id a complete checkpoint recorded when it was written (no hashing)."""
+    return json.loads((Path(ckpt_dir) / META_FILE).read_text())["weights_id"]
 
 
 def save_checkpoint(trainer, out_dir: str | Path) -> str:
