@@ -132,7 +132,8 @@ def main() -> None:
 
         trainer = RSFTTrainer(serving, RSFTConfig(lr=args.lr, mini_batch=args.rollouts, micro_batch=4,
                                                   max_seq_len=4096, dtype=args.dtype))
-        before = fingerprint.verify(backend, trainer.model, trainer.tokenizer, args.tol, "the base weights")
+        rounded = fingerprint.Rounded(args.dtype)  # the trainer's weights as a server in --dtype holds them
+        before = fingerprint.verify(backend, rounded(trainer.model), trainer.tokenizer, args.tol, "the base weights")
         t0 = time.perf_counter()
         stats = trainer.step(rollouts_from(requests, results, args.rollouts))
         report["sft_step_s"], report["sft_loss"] = round(time.perf_counter() - t0, 2), stats.loss
@@ -147,10 +148,11 @@ def main() -> None:
         backend = OpenAIBackend(url, str(serving), max_batch=args.prompts)
         report["publish_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        after = fingerprint.verify(backend, trainer.model, trainer.tokenizer, args.tol, "the trained weights", before)
+        after = fingerprint.verify(backend, rounded(trainer.model), trainer.tokenizer, args.tol,
+                                   "the trained weights", before)
         report["fingerprint_s"] = round(time.perf_counter() - t0, 2)  # the restarted server's first requests
         t0 = time.perf_counter()
-        fingerprint.verify(backend, trainer.model, trainer.tokenizer, args.tol, "the trained weights", before)
+        fingerprint.verify(backend, rounded(trainer.model), trainer.tokenizer, args.tol, "the trained weights", before)
         report["fingerprint_warm_s"] = round(time.perf_counter() - t0, 2)  # a server that swaps in place
         served = backend.prompt_logprobs(fingerprint.probe_ids(trainer.tokenizer))
         report["fingerprint"] = {"tol": args.tol, "gap_before": before.distance, "gap_after": after.distance,

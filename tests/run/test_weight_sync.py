@@ -21,15 +21,15 @@ def perturb(model, scale: float = 0.05) -> None:
 
 
 @contextmanager
-def served_run(tmp_path, model_dir, allow_load: bool):
+def served_run(tmp_path, model_dir, allow_load: bool, dtype: str = "float32"):
     """A run's Weights against a `whale serve` started on the run's serving/ folder (as a vLLM
     restarted on it once); ``allow_load`` False = a server with no weight-update path."""
     run_dir = tmp_path / "run"
     shutil.copytree(model_dir, run_dir / "serving")
-    srv = make_server(str(run_dir / "serving"), allow_load=allow_load, load_roots=[run_dir]).start()
+    srv = make_server(str(run_dir / "serving"), dtype=dtype, allow_load=allow_load, load_roots=[run_dir]).start()
     backend = OpenAIBackend(srv.base_url, str(run_dir / "serving"), max_batch=2)
     try:
-        yield Weights(backend, RSFTConfig(), model_dir, run_dir, fingerprint_tol=1e-3), backend
+        yield Weights(backend, RSFTConfig(dtype=dtype), model_dir, run_dir, fingerprint_tol=1e-3), backend
     finally:
         backend.close()
         srv.stop()
@@ -80,3 +80,23 @@ def test_an_update_smaller_than_the_tolerance_is_reported_unverified(tmp_path, t
         verdict = weights.fingerprint
         assert verdict.moved < 1e-3 and not verdict.resolves(1e-3)
         assert "this update is not verified" in verdict.describe(1e-3)
+
+
+def test_a_bf16_server_is_checked_against_the_weights_rounded_to_bf16(tmp_path, tiny_model_dir):
+    """A bf16 server holds the fp32 master weights rounded: against the masters it differs by that
+    rounding (more than the tolerance, and more than a small update moves the probes), against the
+    masters rounded alike by kernel numerics only; a stale bf16 server still stops the run."""
+    from whale.rollout.fingerprint import Rounded
+
+    with served_run(tmp_path, tiny_model_dir, allow_load=False, dtype="bfloat16") as (weights, backend):
+        weights.start_training()
+        assert weights.fingerprint.distance < 1e-4
+        masters = weights.trainer.model
+        assert next(masters.parameters()).dtype == torch.float32
+        probes = probe_ids(weights.trainer.tokenizer)
+        served = backend.prompt_logprobs(probes)
+        assert distance(served, local_logprobs(masters, probes)) > 1e-3  # rounding, not staleness
+        assert distance(served, local_logprobs(Rounded("bfloat16")(masters), probes)) < 1e-4
+        perturb(masters)
+        with pytest.raises(WeightsMismatch, match="does not serve the trainer's weights"):
+            weights._publish()

@@ -29,6 +29,7 @@ class Weights:
         self.backend, self.config, self.base_model = backend, config, base_model
         self.fingerprint_tol = fingerprint_tol
         self.fingerprint: fingerprint.Verdict | None = None  # of the last published update (a server only)
+        self._rounded = fingerprint.Rounded(config.dtype)  # a server holds the weights in model.dtype
         self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
         self.trainer = None  # RSFTTrainer, or DataParallelTrainer over rsft.processes
         self._ids: dict[Path, str] = {}  # weights id of the base model and of serving/ as last written
@@ -118,7 +119,8 @@ class Weights:
             self._write_serving(expected)
             self.backend.load(str(self.serving))
             # the server's word (its weights id, its model root) is not proof: its numbers are
-            self.fingerprint = fingerprint.verify(self.backend, self.trainer.model, self.trainer.tokenizer,
+            served = self._rounded(self.trainer.model)  # the trainer's weights as the server holds them
+            self.fingerprint = fingerprint.verify(self.backend, served, self.trainer.tokenizer,
                                                   self.fingerprint_tol, f"the trainer's weights {expected}",
                                                   self.fingerprint)
         self.backend.check_serving(expected)

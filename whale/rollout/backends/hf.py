@@ -147,8 +147,7 @@ class TransformersBackend(Backend):
         # Only the last position's logits are needed: a full [batch, length, vocab] tensor is gigabytes.
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=1)
-        # sampling runs on the CPU with per-request CPU generators: the same tokens on any device
-        cache, logits = _cache(out), out.logits[:, -1, :].float().cpu()
+        cache, logits = _cache(out), out.logits[:, -1, :].float()
         gens = [torch.Generator().manual_seed(r.seed) for r in reqs]
         constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
         generated: list[list[int]] = [[] for _ in reqs]
@@ -182,7 +181,7 @@ class TransformersBackend(Backend):
             last_pos = last_pos + 1
             out = self.model(input_ids=torch.tensor(feed, device=dev).unsqueeze(1), attention_mask=attn,
                              position_ids=last_pos.unsqueeze(1), cache=cache, use_cache=True)
-            cache, logits = _cache(out), out.logits[:, -1, :].float().cpu()
+            cache, logits = _cache(out), out.logits[:, -1, :].float()
         return results
 
     def _preload(self, cache: Cache, past: list, done: list[int], held: int, capacity: int) -> None:
@@ -221,20 +220,25 @@ class TransformersBackend(Backend):
     def _sample(self, logits, sampling: Sampling, gens, constraints, generated) -> list[int]:
         """One token per row, sampled in one batched pass (top-k, top-p, temperature) then an
         inverse-CDF draw with each row's own generator, so a row's tokens do not depend on its
-        batch neighbours' random draws."""
+        batch neighbours' random draws.
+
+        The vocabulary is cut to the top k where the logits are; only the k candidates per row go
+        to the CPU, where the draw runs with per-request CPU generators (the same tokens on any
+        device). Copying whole [rows, vocab] logits out every step cost more than the forward pass
+        on a GPU."""
         for row, (constraint, gen) in enumerate(zip(constraints, generated, strict=False)):
             if constraint is not None:
-                allowed = torch.tensor(constraint.allowed(gen))
+                allowed = torch.tensor(constraint.allowed(gen), device=logits.device)
                 keep = logits[row, allowed]
                 logits[row] = float("-inf")
                 logits[row, allowed] = keep
         if sampling.temperature <= 0:
             return logits.argmax(-1).tolist()
-        logits = logits / sampling.temperature
         if sampling.top_k and sampling.top_k > 0:
             vals, idx = torch.topk(logits, min(sampling.top_k, logits.shape[-1]), dim=-1)
         else:
             vals, idx = torch.sort(logits, dim=-1, descending=True)
+        vals, idx = vals.cpu() / sampling.temperature, idx.cpu()
         probs = torch.softmax(vals, dim=-1)
         if sampling.top_p < 1.0:
             cut = probs.cumsum(-1) - probs > sampling.top_p
