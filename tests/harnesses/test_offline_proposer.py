@@ -67,8 +67,8 @@ def test_unformatted_incumbent_gets_format_primitives_first(tmp_path):
 
 
 def test_same_seed_same_candidates_and_the_seed_breaks_ties(tmp_path):
-    hid = harness_id(SEARCH)
-    ctx = context(tmp_path, "search_qa", SEARCH, [rollout(hid, i) for i in range(4)], M=3)
+    hid = harness_id(MATH)
+    ctx = context(tmp_path, "math_reasoning", MATH, [rollout(hid, i) for i in range(4)], M=3)
     first = [(c.source, c.hypothesis) for c in OfflineProposer(seed=3).propose(ctx).candidates]
     assert first == [(c.source, c.hypothesis) for c in OfflineProposer(seed=3).propose(ctx).candidates]
     # answer_prefix and format_nudge tie on this profile: some seed orders them the other way

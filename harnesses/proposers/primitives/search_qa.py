@@ -12,6 +12,7 @@ import ast
 
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer
 from harnesses.proposers.primitives.edit import NotApplicable, class_constant, quote
+from harnesses.proposers.primitives.search_spans import answer_spans, bridge_choice
 
 INFO = DomainInfo(
     name="search_qa",
@@ -204,6 +205,11 @@ PRIMITIVES = (
               "stops rambling queries from diluting BM25", ("wrong",), 0.4, query_short),
     Primitive("retrieved_titles", "observation", "listing the passages already read steers the "
               "next search to new ones", ("wrong", "turn_cap"), 0.5, retrieved_titles),
+    Primitive("answer_spans", "parsing", "a choice constraint over the names, dates and places of the "
+              "retrieved passages makes the last turn copy an answer instead of writing a sentence",
+              ("not_formatted", "wrong", "truncated"), 1.1, answer_spans),
+    Primitive("bridge_choice", "tool_args", "a second search chosen among the first passages' names "
+              "follows a two-hop question to the bridge entity's page", ("wrong",), 0.6, bridge_choice),
     Primitive("lenient_search", "parsing", "unclosed <search> tags and 'Search: ...' lines are "
               "run as searches instead of ending the episode", ("no_tool",), 0.6, lenient_search),
 )

@@ -1,0 +1,93 @@
+"""search_qa primitives that constrain a turn to the retrieved passages' names (the choice
+constraint): the answer as one of them, and the second search of a two-hop question as one of them.
+
+Candidate spans are names (capitalised words, joined by "of", "the", "and", ...) and numbers of the
+passages, in order of appearance, minus those the question itself names. A sentence's first word is
+a candidate too; the null policy, uniform over the candidates, measures how much they give away
+(on the generated harness split, 0.09 for the answer constraint under the 0.25 limit).
+
+Engine facts used: the completion handed to ``act`` excludes the turn's prefix; the prefix is
+stored in the assistant message, and the verifier reads the message's ``<answer>`` tags.
+"""
+from __future__ import annotations
+
+from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer
+from harnesses.proposers.primitives.edit import NotApplicable, class_constant, set_class_constant
+
+# ${counter} counts the turns this layer has seen; each layer keeps its own (layers do not share
+# attributes they do not define).
+SPANS = r'''
+    span_pattern = re.compile(r"[A-Z][\w'-]*(?:(?:\s+(?:of|the|and|de|la|von|van|du))*\s+[A-Z][\w'-]*)*|\b\d[\d,.]*\b")
+    span_skip = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "His", "Her", "Its", "This",
+                 "That", "Much", "Many", "Title", "Doc"}
+    span_limit = 48
+    span_question = ""
+    ${counter} = 0
+
+    def start(self, observation):
+        self.span_question, self.${counter} = observation.get("question", "").lower(), 0
+        return super().start(observation)
+
+    def passage_spans(self, passages):
+        """Names and numbers of the passages, in order of appearance, none that the question names."""
+        found = []
+        for passage in passages:
+            for text in (str(passage.get("title", "")), str(passage.get("text", ""))):
+                for span in self.span_pattern.findall(text):
+                    words = span.strip(" .,").split()
+                    while words and words[0] in self.span_skip:  # "The Salou River" -> "Salou River"
+                        words = words[1:]
+                    span = " ".join(words)
+                    if (span and span not in found
+                            and span.lower() not in self.span_question):
+                        found.append(span)
+        return found[:self.span_limit]
+'''
+
+
+def answer_spans(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    if class_constant(source, "max_turns") < 2:
+        raise NotApplicable("the answer needs a turn after a search")
+    return layer(source, p, SPANS + r'''
+    def act(self, completion):
+        self.answer_turns += 1
+        return super().act(completion)
+
+    def observe(self, observation):
+        action = super().observe(observation)
+        spans = self.passage_spans(observation.get("passages") or [])
+        # the last turn copies one name, date or place of the passages and closes the tag: the
+        # answer is always parsable and always a span the passages hold, never a sentence
+        if isinstance(action, Prompt) and spans and self.answer_turns + 1 >= self.max_turns:
+            return dataclasses.replace(action, prefix="<answer>", stop=[],
+                                       choices=[span + "</answer>" for span in spans])
+        return action
+    ''', ("re", "dataclasses", "Prompt"), counter="answer_turns")
+
+
+def bridge_choice(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    if class_constant(source, "max_turns") < 3:  # search, bridge search, answer
+        source = set_class_constant(source, "max_turns", 3, "bridge_max_turns", p.hypothesis)
+    return layer(source, p, SPANS + r'''
+    bridge_pending = False
+
+    def observe(self, observation):
+        action = super().observe(observation)
+        spans = self.passage_spans(observation.get("passages") or [])
+        # with two turns left, the model names the entity to look up next among the passage's
+        # names: the bridge of a two-hop question ("the author of X" -> the author's own page)
+        self.bridge_pending = isinstance(action, Prompt) and bool(spans) and self.bridge_turns + 2 == self.max_turns
+        if self.bridge_pending:
+            return dataclasses.replace(action, prefix="<search>", stop=[],
+                                       choices=[span + "</search>" for span in spans])
+        return action
+
+    def act(self, completion):
+        self.bridge_turns += 1
+        bridge, self.bridge_pending = self.bridge_pending, False
+        action = super().act(completion)
+        query = completion.split("</search>")[0].strip()
+        if bridge and query and not isinstance(action, Call):
+            return Call("search", {"query": query})
+        return action
+    ''', ("re", "dataclasses", "Prompt", "Call"), counter="bridge_turns")

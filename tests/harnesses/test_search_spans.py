@@ -1,0 +1,104 @@
+"""The search-QA choice constraints: the answer and the bridge search as spans of the passages.
+
+Each stack runs through the real engine and verifier: under a model that picks the gold span it
+earns the reward (the leak check passes: the span came from an observation first), under the null
+policy it stays below the containment limit.
+"""
+from __future__ import annotations
+
+import pytest
+
+from domains import get_domain
+from harnesses.contract import Call, Prompt
+from harnesses.sandbox import static_violations
+from tests.offline_support import SEARCH, edited, hooks
+from whale.rollout.backends.base import Backend, GenResult, Sampling
+from whale.rollout.backends.null import NullBackend
+from whale.rollout.engine import Engine
+
+BASE = ("search_first", "query_from_question", "top_k_3")
+PASSAGES = {"tool": "search", "error": None, "passages": [
+    {"title": "Veipe Dethilae", "text": "Dethilae was born in Thodafus in 1874. The Salou River flows there."}]}
+
+
+def stack(*names: str) -> str:
+    source = SEARCH
+    for name in (*BASE, *names):
+        source = edited("search_qa", name, source)
+    assert static_violations(source) == []
+    return source
+
+
+def test_the_last_turn_chooses_among_the_passages_names_and_numbers_but_not_the_questions():
+    start = ("start", {"question": "Where was Veipe Dethilae born?"})
+    _, call, answer = hooks(stack("answer_spans"), [start, ("act", "Veipe Dethilae</search>"),
+                                                    ("observe", PASSAGES)])
+    assert isinstance(call, Call) and isinstance(answer, Prompt)
+    assert answer.prefix == "<answer>" and answer.stop == []
+    # "Veipe Dethilae" and "Dethilae" are the question's own names; "The" starts a sentence
+    assert answer.choices == ["Thodafus</answer>", "1874</answer>", "Salou River</answer>"]
+
+
+def test_the_bridge_turn_searches_the_chosen_name_and_the_answer_turn_follows():
+    bridge = stack("bridge_choice", "answer_spans")
+    start = ("start", {"question": "In what year was the founder of Nefav born?"})
+    actions = hooks(bridge, [start, ("act", "Nefav</search>"), ("observe", PASSAGES),
+                             ("act", "Thodafus</search>"), ("observe", PASSAGES)])
+    _, first, pick, second, answer = actions
+    assert first == Call("search", first.args) and pick.prefix == "<search>"
+    assert "Thodafus</search>" in pick.choices
+    assert isinstance(second, Call) and second.args["query"] == "Thodafus"
+    assert answer.prefix == "<answer>" and "1874</answer>" in answer.choices
+
+
+class Oracle(Backend):
+    """A stand-in model that picks the gold answer among a turn's choices, else the question's
+    bridge entity (the middle of its gold chain), else the first choice."""
+
+    weights_id = "oracle"
+
+    def __init__(self, tokenizer, examples):
+        self.tokenizer, self.examples = tokenizer, examples
+
+    def generate(self, requests, sampling):
+        out = []
+        for req in requests:
+            context = self.tokenizer.decode(req.ids)
+            ex = next(e for e in self.examples if e.public["question"] in context)
+            wanted = [*ex.gold["answers"], *ex.gold["chain"][1:-1]]
+            choices = req.choices or ["nothing</search>"]
+            pick = min(choices, key=lambda c: wanted.index(c.split("</")[0]) if c.split("</")[0] in wanted
+                       else len(wanted))
+            out.append(GenResult(self.tokenizer.encode(pick, add_special_tokens=False)
+                                 + [self.tokenizer.eos_token_id], "eos"))
+        return out
+
+
+@pytest.fixture(scope="module")
+def domain(tmp_path_factory):
+    d = get_domain("search_qa", str(tmp_path_factory.mktemp("data")))
+    d.prepare({"weight": 8, "harness": 24, "test": 8}, seed=0)
+    return d
+
+
+def mean(rollouts) -> float:
+    return sum(r.reward for r in rollouts) / len(rollouts)
+
+
+def test_the_right_choices_earn_the_reward_the_bridge_reaches_two_hop_answers_and_the_null_policy_does_not(
+        domain, tokenizer):
+    examples = domain.examples("harness")
+    assert {e.gold["hops"] for e in examples} == {1, 2}
+    ceiling = {}
+    for names in [("answer_spans",), ("bridge_choice", "answer_spans")]:
+        source = stack(*names)
+        oracle = Engine(Oracle(tokenizer, examples), domain, Sampling()).run(source, examples, k=1, seed=0,
+                                                                            progress=False)
+        # the answer span came from a passage before the harness offered it: no leak verdict
+        assert all(r.error is None and r.formatted and "leak" not in r.verdict for r in oracle)
+        ceiling[names[0]] = mean(oracle)
+        null = Engine(NullBackend(tokenizer), domain, Sampling()).run(source, examples, k=8, seed=1, progress=False)
+        assert all(r.error is None and r.stop_reason == "answered" for r in null)
+        assert mean(null) < 0.25
+    # one search reaches the answers of most single-hop questions; the bridge search adds two-hop ones
+    assert 0.3 < ceiling["answer_spans"] < ceiling["bridge_choice"]
