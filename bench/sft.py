@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/sft.py [--model data/model] [--rollouts 8] [--tokens 260] [--steps 3]
 
+With ``--compare-trl`` a second trainer with TRL's own loss (its fused LM head) steps on the same
+rollouts, alternating with the first, and the ratio is printed.
+
 Builds ``--rollouts`` two-turn ChatML tool episodes of about ``--tokens`` tokens each (prompt and
 observation masked out, both assistant turns trained), then times ``RSFTTrainer.step`` on them.
 The first step carries one-off costs (allocator, kernels), so the mean excludes it when there are
@@ -60,7 +63,11 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=4)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--compare-trl", action="store_true",
+                        help="also time TRL's own loss on a second trainer, alternating steps (peak RSS is then both)")
     args = parser.parse_args()
+
+    from trl import SFTTrainer
 
     from whale.train.rsft import RSFTConfig, RSFTTrainer
 
@@ -69,27 +76,44 @@ def main() -> None:
     config = RSFTConfig(lr=1e-5, mini_batch=args.mini_batch, micro_batch=args.micro_batch, dtype=args.dtype,
                         activation_checkpointing=args.activation_checkpointing)
     t0 = time.perf_counter()
-    trainer = RSFTTrainer(args.model, config)
+    trainers = {"target_rows": RSFTTrainer(args.model, config)}
     init_s = time.perf_counter() - t0
-    rollouts = build_rollouts(trainer.tokenizer, args.rollouts, args.tokens, seed=0)
-    steps, cpu = [], []
-    for _ in range(args.steps):
-        c0 = time.process_time()  # CPU seconds of all threads: less sensitive than wall time to other load
-        steps.append(trainer.step(rollouts))
-        cpu.append(time.process_time() - c0)
-    times = [s.wall_s for s in steps]
-    timed = times[1:] or times
-    print(json.dumps({
+    if args.compare_trl:
+        # TRL's own loss (fused LM head over every position where Triton is absent), same weights and data
+        trl = RSFTTrainer(args.model, config)
+        trl.trainer.compute_loss = SFTTrainer.compute_loss.__get__(trl.trainer)
+        trainers["trl_fused"] = trl
+    rollouts = build_rollouts(trainers["target_rows"].tokenizer, args.rollouts, args.tokens, seed=0)
+    steps = {name: [] for name in trainers}
+    cpu = {name: [] for name in trainers}
+    for _ in range(args.steps):  # A B A B: both variants under the same load
+        for name, trainer in trainers.items():
+            c0 = time.process_time()  # CPU seconds of all threads: less sensitive than wall time to other load
+            steps[name].append(trainer.step(rollouts))
+            cpu[name].append(time.process_time() - c0)
+    variants = {}
+    for name in trainers:
+        times = [s.wall_s for s in steps[name]]
+        timed = times[1:] or times
+        variants[name] = {"step_s": [round(t, 2) for t in times], "s_per_step": round(sum(timed) / len(timed), 2),
+                          "cpu_s": [round(c, 2) for c in cpu[name]],
+                          "losses": [round(s.loss, 4) for s in steps[name]]}
+    first = steps["target_rows"][0]
+    out = {
         "model": args.model, "dtype": args.dtype, "rollouts": args.rollouts,
         "mean_tokens_per_rollout": sum(len(r.token_ids) for r in rollouts) / len(rollouts),
-        "trained_tokens_per_step": steps[0].tokens, "mini_batch": args.mini_batch,
+        "trained_tokens_per_step": first.tokens, "mini_batch": args.mini_batch,
         "micro_batch": args.micro_batch, "activation_checkpointing": args.activation_checkpointing,
-        "optimizer_steps_per_step": steps[0].optimizer_steps, "init_s": round(init_s, 2),
-        "step_s": [round(t, 2) for t in times], "s_per_step": round(sum(timed) / len(timed), 2),
-        "cpu_s": [round(c, 2) for c in cpu], "losses": [round(s.loss, 4) for s in steps],
+        "optimizer_steps_per_step": first.optimizer_steps, "init_s": round(init_s, 2), **variants["target_rows"],
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         "threads": __import__("torch").get_num_threads(), "load_avg_1m": round(os.getloadavg()[0], 1),
-    }))
+    }
+    if args.compare_trl:
+        out["trl_fused"] = variants["trl_fused"]
+        out["speedup_vs_trl_fused"] = round(variants["trl_fused"]["s_per_step"] / out["s_per_step"], 2)
+        out["cpu_ratio_vs_trl_fused"] = round(sum(cpu["trl_fused"][1:] or cpu["trl_fused"])
+                                              / sum(cpu["target_rows"][1:] or cpu["target_rows"]), 2)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 """RSFT trainer: masks, loss normalisation, persistence across steps and checkpoints, epoch accounting."""
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 import torch
 
 from whale.model import weights_id
+from whale.train import loss
 from whale.train.checkpoint import checkpoint_dir, latest_checkpoint, save_checkpoint
+from whale.train.loss import target_nll
 from whale.train.rsft import IGNORE, RSFTConfig, RSFTTrainer, rollout_row, steps_for_epochs
 from whale.types import Rollout
 
@@ -94,14 +98,34 @@ def test_mask_is_honoured_token_by_token(tiny_model_dir, rollouts, tokenizer):
     labels = batch["labels"][0].tolist()
     assert labels == [t if m == 1 else IGNORE for t, m in zip(r.token_ids, r.mask, strict=False)]
     with torch.no_grad():
-        out = trainer.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                            labels=batch["labels"], fused_lm_head=True)
-    contributes = (out.log_probs[0] != 0).tolist()  # position t-1 scores token t
-    assert contributes == [m == 1 for m in r.mask[1:]]
-    # Those contributions are exactly the hand-computed per-token NLLs.
-    total, count = hand_nll(trainer.model, [r])
-    assert count == sum(contributes)
-    assert torch.allclose(-out.log_probs.sum(), total, rtol=1e-5)
+        hidden = trainer.model.model(input_ids=batch["input_ids"],
+                                     attention_mask=batch["attention_mask"]).last_hidden_state
+        nll, n = target_nll(hidden, batch["labels"], trainer.model.get_output_embeddings())
+        # position t-1 scores token t: the loss's targets are exactly the mask-1 tokens after the first
+        assert n == sum(r.mask[1:])
+        # and their NLL is the hand-computed one, through the model's own LM head
+        total, count = hand_nll(trainer.model, [r])
+        assert count == n and torch.allclose(nll, total, rtol=1e-5)
+
+
+def test_past_chunk_rows_the_projection_is_chunked_with_the_same_loss_and_gradient(tiny_model_dir, rollouts):
+    trainer = make_trainer(tiny_model_dir)
+    batch = trainer.trainer.data_collator([rollout_row(r, trainer.config.max_seq_len)[0] for r in rollouts[:2]])
+    head = trainer.model.get_output_embeddings()
+    results = []
+    for rows in (loss.CHUNK_ROWS, 5):
+        trainer.model.zero_grad()
+        hidden = trainer.model.model(input_ids=batch["input_ids"],
+                                     attention_mask=batch["attention_mask"]).last_hidden_state
+        with patch.object(loss, "CHUNK_ROWS", rows):
+            nll, n = target_nll(hidden, batch["labels"], head)
+        assert n > 3 * 5
+        nll.backward()
+        results.append((nll.detach(), {k: p.grad.clone() for k, p in trainer.model.named_parameters()}))
+    (whole, want), (chunked, got) = results
+    torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-5)
+    for name, grad in want.items():
+        torch.testing.assert_close(got[name], grad, rtol=1e-4, atol=1e-7, msg=f"gradient of {name}")
 
 
 def test_loss_is_total_nll_over_total_tokens_of_the_mini_batch(tiny_model_dir, rollouts):

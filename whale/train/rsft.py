@@ -1,7 +1,7 @@
 """Online rejection-sampling fine-tuning (RSFT): one weight update per step on accepted rollouts.
 
-The trainer is TRL's ``SFTTrainer``: its collator pads the rows, its ``compute_loss`` (fused LM
-head) scores the labels, its ``training_step`` runs forward and backward, and its
+The trainer is TRL's ``SFTTrainer``: its collator pads the rows, its ``training_step`` runs
+forward and backward (the loss, ``whale.train.loss``, projects only the target rows), and its
 ``create_optimizer_and_scheduler`` builds AdamW with a constant learning rate. What TRL's own
 ``train()`` cannot give RSFT is state that lives across calls: every ``train()`` starts a fresh
 ``TrainerState`` and re-seeds its sampler, while RSFT gets a new batch of accepted rollouts every
@@ -127,7 +127,9 @@ class RSFTTrainer:
         import torch
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTConfig
+
+        from whale.train.loss import TargetRowsTrainer
 
         self.config = config
         self.model_dir = Path(model_dir)
@@ -146,9 +148,9 @@ class RSFTTrainer:
         )
         # SFTTrainer insists on a train_dataset; RSFT's data arrives per step, so it gets one row.
         seed_row = {"input_ids": [tokenizer.eos_token_id] * 2, "labels": [tokenizer.eos_token_id] * 2}
-        self.trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([seed_row]),
+        self.trainer = TargetRowsTrainer(model=model, args=args, train_dataset=Dataset.from_list([seed_row]),
                                   processing_class=tokenizer)
-        # SFTTrainer's compute_loss divides by num_items_in_batch: tell Trainer not to divide again.
+        # The loss divides by num_items_in_batch: tell Trainer not to divide again.
         self.trainer.loss_is_scaled_for_ga = True
         self.trainer.create_optimizer_and_scheduler(num_training_steps=1)  # constant: length is irrelevant
         self.trainer.model_wrapped, self.trainer.optimizer = self.trainer.accelerator.prepare(
