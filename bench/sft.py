@@ -28,13 +28,15 @@ def filler(rng: random.Random, n_words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n_words))
 
 
-def build_rollouts(tokenizer, n: int, tokens: int, seed: int) -> list:
-    """``n`` rollouts of about ``tokens`` tokens: 40% prompt, 30% call, 10% observation, 20% answer."""
+def build_rollouts(tokenizer, n: int, tokens: int, seed: int, spread: float = 0.0) -> list:
+    """``n`` rollouts of about ``tokens`` tokens: 40% prompt, 30% call, 10% observation, 20% answer.
+    With ``spread`` each rollout's length is drawn from ``tokens * (1 ± spread)``."""
     from whale.types import Rollout
 
     rng = random.Random(seed)
-    out = []
+    out, mean = [], tokens
     for i in range(n):
+        tokens = max(100, round(mean * (1 + spread * rng.uniform(-1, 1))))
         segments = [
             (f"<|im_start|>system\n{filler(rng, 20)}<|im_end|>\n<|im_start|>user\n{filler(rng, tokens * 4 // 10 - 40)}"
              "<|im_end|>\n<|im_start|>assistant\n", 0),
@@ -53,6 +55,17 @@ def build_rollouts(tokenizer, n: int, tokens: int, seed: int) -> list:
     return out
 
 
+def padding(rollouts, order: list[int], mini: int, micro: int, by_length: bool) -> float:
+    real = padded = 0
+    for start in range(0, len(order), mini):
+        lengths = [len(rollouts[i].token_ids) for i in order[start:start + mini]]
+        lengths = sorted(lengths) if by_length else lengths
+        for m in range(0, len(lengths), micro):
+            part = lengths[m:m + micro]
+            real, padded = real + sum(part), padded + max(part) * len(part)
+    return round(padded / real - 1, 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="data/model")
@@ -63,6 +76,7 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=4)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--spread", type=float, default=0.0, help="rollout lengths vary by this share")
     parser.add_argument("--compare-trl", action="store_true",
                         help="also time TRL's own loss on a second trainer, alternating steps (peak RSS is then both)")
     args = parser.parse_args()
@@ -83,7 +97,8 @@ def main() -> None:
         trl = RSFTTrainer(args.model, config)
         trl.trainer.compute_loss = SFTTrainer.compute_loss.__get__(trl.trainer)
         trainers["trl_fused"] = trl
-    rollouts = build_rollouts(trainers["target_rows"].tokenizer, args.rollouts, args.tokens, seed=0)
+    rollouts = build_rollouts(trainers["target_rows"].tokenizer, args.rollouts, args.tokens, seed=0,
+                              spread=args.spread)
     steps = {name: [] for name in trainers}
     cpu = {name: [] for name in trainers}
     for _ in range(args.steps):  # A B A B: both variants under the same load
@@ -104,7 +119,12 @@ def main() -> None:
         "mean_tokens_per_rollout": sum(len(r.token_ids) for r in rollouts) / len(rollouts),
         "trained_tokens_per_step": first.tokens, "mini_batch": args.mini_batch,
         "micro_batch": args.micro_batch, "activation_checkpointing": args.activation_checkpointing,
-        "optimizer_steps_per_step": first.optimizer_steps, "init_s": round(init_s, 2), **variants["target_rows"],
+        "optimizer_steps_per_step": first.optimizer_steps,
+        # padded positions per real one when micro-batches are cut from the shuffled order, and from
+        # it sorted by length (what the trainer does)
+        "padding_shuffled": padding(rollouts, first.order, args.mini_batch, args.micro_batch, False),
+        "padding_sorted": padding(rollouts, first.order, args.mini_batch, args.micro_batch, True),
+        "init_s": round(init_s, 2), **variants["target_rows"],
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         "threads": __import__("torch").get_num_threads(), "load_avg_1m": round(os.getloadavg()[0], 1),
     }
