@@ -11,12 +11,13 @@ import pytest
 from domains import get_domain
 from harnesses.contract import Call, Prompt
 from harnesses.sandbox import static_violations
-from tests.offline_support import SEARCH, edited, hooks
+from tests.offline_support import ROOT, SEARCH, edited, hooks
 from whale.rollout.backends.base import Backend, GenResult, Sampling
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
 
 BASE = ("search_first", "query_from_question", "top_k_3")
+EXAMPLE = (ROOT / "harnesses" / "examples" / "search_spans.py").read_text()
 PASSAGES = {"tool": "search", "error": None, "passages": [
     {"title": "Veipe Dethilae", "text": "Dethilae was born in Thodafus in 1874. The Salou River flows there."}]}
 
@@ -90,15 +91,17 @@ def test_the_right_choices_earn_the_reward_the_bridge_reaches_two_hop_answers_an
     examples = domain.examples("harness")
     assert {e.gold["hops"] for e in examples} == {1, 2}
     ceiling = {}
-    for names in [("answer_spans",), ("bridge_choice", "answer_spans")]:
-        source = stack(*names)
+    sources = {"answer_spans": stack("answer_spans"), "bridge_choice": stack("bridge_choice", "answer_spans"),
+               "example": EXAMPLE, "example_one_search": EXAMPLE.replace("max_turns = 3", "max_turns = 2")}
+    for name, source in sources.items():
         oracle = Engine(Oracle(tokenizer, examples), domain, Sampling()).run(source, examples, k=1, seed=0,
                                                                             progress=False)
         # the answer span came from a passage before the harness offered it: no leak verdict
         assert all(r.error is None and r.formatted and "leak" not in r.verdict for r in oracle)
-        ceiling[names[0]] = mean(oracle)
+        ceiling[name] = mean(oracle)
         null = Engine(NullBackend(tokenizer), domain, Sampling()).run(source, examples, k=8, seed=1, progress=False)
-        assert all(r.error is None and r.stop_reason == "answered" for r in null)
-        assert mean(null) < 0.25
+        assert all(r.error is None and r.stop_reason == "answered" for r in null), name
+        assert mean(null) < 0.25, name
     # one search reaches the answers of most single-hop questions; the bridge search adds two-hop ones
     assert 0.3 < ceiling["answer_spans"] < ceiling["bridge_choice"]
+    assert 0.3 < ceiling["example_one_search"] < ceiling["example"]

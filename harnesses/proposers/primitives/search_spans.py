@@ -1,7 +1,7 @@
 """search_qa primitives that constrain a turn to the retrieved passages' names (the choice
 constraint): the answer as one of them, and the second search of a two-hop question as one of them.
 
-Candidate spans are names (capitalised words, joined by "of", "the", "and", ...) and numbers of the
+Candidate spans are names (capitalised words, joined by "of", "the", "de", ...) and numbers of the
 passages, in order of appearance, minus those the question itself names. A sentence's first word is
 a candidate too; the null policy, uniform over the candidates, measures how much they give away
 (on the generated harness split, 0.09 for the answer constraint under the 0.25 limit).
@@ -17,7 +17,7 @@ from harnesses.proposers.primitives.edit import NotApplicable, class_constant, s
 # ${counter} counts the turns this layer has seen; each layer keeps its own (layers do not share
 # attributes they do not define).
 SPANS = r'''
-    span_pattern = re.compile(r"[A-Z][\w'-]*(?:(?:\s+(?:of|the|and|de|la|von|van|du))*\s+[A-Z][\w'-]*)*|\b\d[\d,.]*\b")
+    span_pattern = re.compile(r"[A-Z][\w'-]*(?:(?:\s+(?:of|the|de|la|von|van|du))*\s+[A-Z][\w'-]*)*|\b\d[\d,.]*\b")
     span_skip = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "His", "Her", "Its", "This",
                  "That", "Much", "Many", "Title", "Doc"}
     span_limit = 48
@@ -30,17 +30,21 @@ SPANS = r'''
 
     def passage_spans(self, passages):
         """Names and numbers of the passages, in order of appearance, none that the question names."""
+        texts = [str(p.get(key, "")) for p in passages for key in ("title", "text")]
+        # a sentence's capitalised first word that the passages also write in lower case is not a
+        # name ("Born in 1875 in Thodafus"); "The Salou River" -> "Salou River"
+        common = {w for text in texts for w in re.findall(r"\b[a-z][\w'-]*", text)}
         found = []
-        for passage in passages:
-            for text in (str(passage.get("title", "")), str(passage.get("text", ""))):
-                for span in self.span_pattern.findall(text):
-                    words = span.strip(" .,").split()
-                    while words and words[0] in self.span_skip:  # "The Salou River" -> "Salou River"
-                        words = words[1:]
-                    span = " ".join(words)
-                    if (span and span not in found
-                            and span.lower() not in self.span_question):
-                        found.append(span)
+        for text in texts:
+            for match in self.span_pattern.finditer(text):
+                opens = not text[:match.start()].strip() or text[:match.start()].rstrip()[-1] in ".!?:"
+                words = match.group().strip(" .,").split()
+                while words and (words[0] in self.span_skip or (opens and words[0].lower() in common)):
+                    words, opens = words[1:], False
+                span = " ".join(words)
+                if (span and span not in found
+                        and span.lower() not in self.span_question):
+                    found.append(span)
         return found[:self.span_limit]
 '''
 

@@ -1,0 +1,96 @@
+"""A hand-written search_qa harness: search, follow names, answer with a name of the passages.
+
+Turn 1 writes a search query (prefix "<search>", stop at "</search>"); the search runs on the
+query plus the question's own words, three passages. Every later turn but the last chooses, among
+the names and numbers of the passages, one to look up next (the bridge of a two-hop question:
+"the founder of X" is on X's page, the founder's birthplace on the founder's). The last turn
+restates the question and chooses the answer among the names and numbers of every passage read
+(prefix "<answer>"). ``max_turns`` 2 answers after one search.
+
+The choices are spans of what the environment returned, never computed from the question: the
+model earns the reward by choosing, and the null policy (uniform over the choices) stays far
+below the containment limit.
+"""
+import re
+
+from harnesses.contract import BaseHarness, Call, Finish, Prompt
+
+SYSTEM = "Answer factual questions by searching an encyclopaedia."
+SPAN = re.compile(r"[A-Z][\w'-]*(?:(?:\s+(?:of|the|de|la|von|van|du))*\s+[A-Z][\w'-]*)*|\b\d[\d,.]*\b")
+# sentence openers and the passages' own labels are not answers; "The Salou River" -> "Salou River"
+SKIP = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "His", "Her", "Its", "This", "That",
+        "Much", "Many", "Title", "Doc"}
+MAX_SPANS = 48
+
+
+def spans_of(passages, question):
+    """Names and numbers of the passages, in order, none that the question itself names."""
+    texts = [str(p.get(key, "")) for p in passages for key in ("title", "text")]
+    # a sentence's capitalised first word that the passages also write in lower case is not a name
+    # ("Born in 1875 in Thodafus")
+    common = {w for text in texts for w in re.findall(r"\b[a-z][\w'-]*", text)}
+    found = []
+    for text in texts:
+        for match in SPAN.finditer(text):
+            opens = not text[:match.start()].strip() or text[:match.start()].rstrip()[-1] in ".!?:"
+            words = match.group().strip(" .,").split()
+            while words and (words[0] in SKIP or (opens and words[0].lower() in common)):
+                words, opens = words[1:], False
+            span = " ".join(words)
+            if span and span not in found and span.lower() not in question.lower():
+                found.append(span)
+    return found
+
+
+def render(passages):
+    if not passages:
+        return "No search results found."
+    return "\n".join(f"Doc {i} (Title: {p['title']}) {p['text']}" for i, p in enumerate(passages, 1))
+
+
+class Harness(BaseHarness):
+    max_turns = 3
+    token_budget = 512
+    turn_tokens = 32
+
+    def __init__(self):
+        self.turns = 0
+        self.question = ""
+        self.spans = []
+
+    def start(self, observation):
+        self.question = observation["question"]
+        text = (f"Question: {self.question}\n"
+                "Search the encyclopaedia for the page that answers it: write a short query with the "
+                "names from the question.")
+        return Prompt(messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
+                      max_new_tokens=self.turn_tokens, stop=["</search>"], prefix="<search>")
+
+    def act(self, completion):
+        self.turns += 1
+        if self.turns >= self.max_turns:
+            return Finish()
+        query = completion.split("</search>")[0].strip()
+        if self.turns == 1:
+            query = f"{query} {self.question}".strip()
+        if not query:
+            return Finish()
+        return Call("search", {"query": query, "top_k": 3, "max_chars": 600})
+
+    def observe(self, observation):
+        passages = observation.get("passages") or []
+        for span in spans_of(passages, self.question):
+            if span not in self.spans:
+                self.spans.append(span)
+        shown = render(passages) if not observation.get("error") else f"Search error: {observation['error']}"
+        names = self.spans[:MAX_SPANS]
+        if not names:
+            return Finish()
+        if self.turns + 1 < self.max_turns:  # a turn is left after the next: follow a name first
+            text = (f"{shown}\n\nWhich name from these passages should be looked up next to answer "
+                    f"\"{self.question}\"?")
+            return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=self.turn_tokens,
+                          prefix="<search>", choices=[name + "</search>" for name in names])
+        text = f"{shown}\n\nQuestion: {self.question}\nAnswer with a name, place or year from the passages."
+        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=self.turn_tokens,
+                      prefix="<answer>", choices=[name + "</answer>" for name in names])
