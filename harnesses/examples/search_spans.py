@@ -79,9 +79,10 @@ class Harness(BaseHarness):
 
     def observe(self, observation):
         passages = observation.get("passages") or []
-        for span in spans_of(passages, self.question):
-            if span not in self.spans:
-                self.spans.append(span)
+        # the newest passages' names first: after a bridge search they hold a two-hop answer, and
+        # long real passages can hold more names than the choice list keeps
+        new = spans_of(passages, self.question)
+        self.spans = new + [span for span in self.spans if span not in new]
         shown = render(passages) if not observation.get("error") else f"Search error: {observation['error']}"
         names = self.spans[:MAX_SPANS]
         if not names:
