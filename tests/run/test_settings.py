@@ -43,11 +43,11 @@ def test_the_paper_profile_has_the_released_settings_of_each_domain():
 
 
 def test_a_bad_per_domain_value_names_its_line_even_when_loaded_for_no_domain(tmp_path):
-    bad = "\nper_domain:\n  search_qa: {rsft: {lr: -1}}\n"
+    bad = "\nper_domain:\n  chess_puzzles: {rsft: {lr: -1}}\n"
     text = (ROOT / "params.yaml").read_text().replace("\nper_domain:\n", bad, 1)
     (tmp_path / "params.yaml").write_text(text)
-    line = text.splitlines().index("  search_qa: {rsft: {lr: -1}}") + 1
-    where = rf"rsft\.lr \(line {line}, per_domain\.search_qa\): Input should be greater"
+    line = text.splitlines().index("  chess_puzzles: {rsft: {lr: -1}}") + 1
+    where = rf"rsft\.lr \(line {line}, per_domain\.chess_puzzles\): Input should be greater"
     with pytest.raises(SettingsError, match=where):
         load_settings(tmp_path / "params.yaml")
     assert load_settings(tmp_path / "params.yaml", domain="math_reasoning").rsft.lr > 0  # other domains run
