@@ -33,7 +33,18 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     assert out.returncode == 0, out.stderr[-2000:]
     assert "eval_chess_puzzles" in out.stdout and " 6 " in out.stdout
 
+    # --set overrides params.yaml for this evaluation; the stored params say so
+    out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(harness), "--split", "test",
+                "-k", "1", "--model", str(tiny_model_dir), "--run", "eval-t05", "--set",
+                '{"sampling": {"temperature": 0.5}}')
+    assert out.returncode == 0, out.stderr[-2000:]
+    out = whale(tmp_path, "sql", "SELECT params->'$.sampling.temperature' AS t FROM eval_t05.runs")
+    assert out.returncode == 0 and "0.5" in out.stdout, out.stdout + out.stderr[-2000:]
+
     # bad input fails with a clear message, not a traceback
+    out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(harness),
+                "--set", '{"sampling": {"temperatur": 0.5}}')
+    assert out.returncode == 2 and "temperatur" in out.stderr and "unknown key" in out.stderr
     out = whale(tmp_path, "eval", "--domain", "go", "--harness", str(harness))
     assert out.returncode == 2 and "unknown domain 'go'" in out.stderr
     out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(Path(tmp_path) / "missing.py"))

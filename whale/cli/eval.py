@@ -5,6 +5,7 @@ import json
 import time
 from pathlib import Path
 
+from whale.cli.options import add_set
 from whale.files import write_json
 from whale.ids import harness_id
 from whale.rollout.metrics import summarize
@@ -49,6 +50,7 @@ def add_arguments(p) -> None:
     p.add_argument("-k", type=int, default=None, help="samples per example (default eval.k)")
     p.add_argument("--run", default=None, help="run id (default eval-<domain>)")
     p.add_argument("--model", default=None, help="checkpoint directory (default model.export_dir)")
+    add_set(p)  # e.g. another sampling temperature than the run's
 
 
 def run(args, settings) -> None:
