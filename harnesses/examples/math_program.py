@@ -4,7 +4,8 @@ Turn 1 continues an assistant prefix "```python\\n" and stops at the closing fen
 is code. If the program fails and a turn is left before the answer turn, the model gets one
 chance to fix it. The answer turn continues the prefix "\\boxed{" and stops at "}": the prefix
 is part of the assistant message the verifier reads, so "\\boxed{" + "42}" is "\\boxed{42}".
-The harness only relays the program's output; it never computes anything from the question.
+The harness only relays the program's output (its last 600 characters); it never computes
+anything from the question.
 """
 import re
 
@@ -12,6 +13,15 @@ from harnesses.contract import BaseHarness, Call, Finish, Prompt
 
 CODE_PREFIX = "```python\n"
 ANSWER_PREFIX = "\\boxed{"
+# A program's output is shown from its end, at most this many characters: the answer is printed
+# last, and the tool's 4096 characters of a chatty program cost thousands of context tokens.
+OUTPUT_CHARS = 600
+
+
+def tail(output):
+    if len(output) <= OUTPUT_CHARS:
+        return output
+    return f"[first {len(output) - OUTPUT_CHARS} characters not shown]\n" + output[-OUTPUT_CHARS:]
 
 
 def code_of(completion):
@@ -61,7 +71,7 @@ class Harness(BaseHarness):
         if "error" in observation:
             output, ok = f"Error: {observation['error']}", False
         else:
-            output, ok = observation["output"], observation["ok"]
+            output, ok = tail(observation["output"]), observation["ok"]
         # The last turn must stay free for the answer.
         if not ok and self.turns + 1 < self.max_turns:
             return self.code_turn(f"The program failed:\n{output}\n\nWrite a corrected program that prints the answer.")

@@ -112,6 +112,16 @@ def test_program_harness_asks_for_a_fix_once_then_for_the_answer():
     assert isinstance(h.act("2}"), Finish)
 
 
+def test_program_harness_shows_the_end_of_a_long_output():
+    h = load_harness("harnesses/examples/math_program.py")
+    h.start({"question": "q", "tools": {}})
+    h.act("print(list(range(2000)))\n```")
+    output = ", ".join(str(i) for i in range(2000)) + "\nanswer: 1999000"
+    shown = h.observe({"tool": "python", "output": output, "ok": True, "timed_out": False}).messages[0]["content"]
+    assert f"[first {len(output) - 600} characters not shown]" in shown and "answer: 1999000" in shown
+    assert len(shown) < 800 and "1, 2, 3" not in shown
+
+
 @pytest.mark.parametrize("relative", ["harnesses/seeds/math_reasoning.py", "harnesses/examples/math_program.py"])
 def test_harnesses_load_under_the_sandbox_rules(relative):
     worker = pytest.importorskip("harnesses._worker")

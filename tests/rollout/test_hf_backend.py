@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from whale.rollout.backends.base import GenRequest, Sampling
-from whale.rollout.backends.hf import PreallocatedLayer, TransformersBackend
+from whale.rollout.backends.hf import PreallocatedLayer, TransformersBackend, batches
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,29 @@ def test_batched_cached_greedy_equals_the_cache_free_reference(varied_model_dir,
         assert res.ids == want
     assert len({tuple(r.ids[:3]) for r in results}) > 1  # the model is not degenerate
     assert len(writes) >= 2 * 40  # the loop decoded through the preallocated cache, every layer and step
+
+
+def test_batches_hold_at_most_max_batch_rows_and_max_tokens_positions_shortest_first():
+    lengths = [10, 50, 20, 30, 100]
+    assert batches(lengths, 3, 0) == [[0, 2, 3], [1, 4]]
+    # 3 rows x 30 positions fit in 90; 50 starts a batch (3 rows already); 2 x 100 > 90: 100 goes alone
+    assert batches(lengths, 3, 90) == [[0, 2, 3], [1], [4]]
+    assert batches(lengths, 8, 60) == [[0, 2], [3], [1], [4]]
+    assert batches([], 4, 10) == []
+
+
+def test_a_token_bounded_batch_gives_the_tokens_of_the_cache_free_reference(varied_model_dir, monkeypatch):
+    backend = TransformersBackend(str(varied_model_dir), max_batch=8, max_batch_tokens=60)
+    sizes = []
+    run = backend._batch
+    monkeypatch.setattr(backend, "_batch", lambda reqs, sampling: sizes.append(len(reqs)) or run(reqs, sampling))
+    tok = backend.tokenizer
+    texts = ["The river flows", "Question: who founded the society in the old town by the sea?", "x", "Compute"]
+    reqs = [GenRequest(tok.encode(t), 12, seed=i, stop=[]) for i, t in enumerate(texts)]
+    results = backend.generate(reqs, Sampling(temperature=0.0))
+    assert sorted(sizes) != [len(reqs)] and sum(sizes) == len(reqs)  # split by the token bound
+    for req, res in zip(reqs, results, strict=True):
+        assert res.ids == reference_greedy(backend.model, req.ids, req.max_new_tokens, backend.eos_id)
 
 
 def test_preallocated_layer_grows_and_selects_rows():

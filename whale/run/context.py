@@ -60,7 +60,8 @@ def make_engine(settings: Settings, domain, model: str | Path) -> Engine:
     """The engine of a run or an evaluation; refuses to start when the jail cannot."""
     check_jail(settings.sandbox.jail)
     b = settings.backend
-    backend = make_backend(b.kind, str(model), settings.model.dtype, b.max_batch, b.base_url, b.kv_reuse_mb)
+    backend = make_backend(b.kind, str(model), settings.model.dtype, b.max_batch, b.base_url, b.kv_reuse_mb,
+                           b.max_batch_tokens)
     return Engine(backend, domain, Sampling(**settings.sampling.model_dump()), sandbox_limits(settings))
 
 

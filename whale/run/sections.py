@@ -21,6 +21,7 @@ class BackendSettings(Section):
     base_url: str | list[str] = Field(min_length=1)
     max_batch: int = Field(ge=1)
     kv_reuse_mb: float = Field(default=0, ge=0)
+    max_batch_tokens: int = Field(default=0, ge=0)
     fingerprint_tol: float = Field(default=1e-3, gt=0)
 
 

@@ -5,13 +5,15 @@ from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 
 
 def make_backend(kind: str, model_dir: str, dtype: str = "float32", max_batch: int = 32,
-                 base_url: str | list[str] | None = None, kv_reuse_mb: float = 0) -> Backend:
+                 base_url: str | list[str] | None = None, kv_reuse_mb: float = 0,
+                 max_batch_tokens: int = 0) -> Backend:
     """A ``transformers`` backend serving ``model_dir`` in-process, or an ``openai`` one: a server at
     ``base_url``, or several (a list: rollout replicas, each with ``max_batch`` requests in flight)."""
     if kind == "transformers":
         from whale.rollout.backends.hf import TransformersBackend
 
-        return TransformersBackend(model_dir, dtype=dtype, max_batch=max_batch, kv_reuse_mb=kv_reuse_mb)
+        return TransformersBackend(model_dir, dtype=dtype, max_batch=max_batch, kv_reuse_mb=kv_reuse_mb,
+                                   max_batch_tokens=max_batch_tokens)
     if kind == "openai":
         from whale.rollout.backends.openai import OpenAIBackend
 
