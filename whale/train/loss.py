@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from trl import SFTTrainer
 
-IGNORE = -100
+from whale.train.rsft import IGNORE
+
 # Target rows per projection: 2048 x 49152 float32 logits are 400 MB (SmolLM2's vocabulary).
 CHUNK_ROWS = 2048
 

@@ -149,7 +149,7 @@ class RSFTTrainer:
         # SFTTrainer insists on a train_dataset; RSFT's data arrives per step, so it gets one row.
         seed_row = {"input_ids": [tokenizer.eos_token_id] * 2, "labels": [tokenizer.eos_token_id] * 2}
         self.trainer = TargetRowsTrainer(model=model, args=args, train_dataset=Dataset.from_list([seed_row]),
-                                  processing_class=tokenizer)
+                                         processing_class=tokenizer)
         # The loss divides by num_items_in_batch: tell Trainer not to divide again.
         self.trainer.loss_is_scaled_for_ga = True
         self.trainer.create_optimizer_and_scheduler(num_training_steps=1)  # constant: length is irrelevant

@@ -2,9 +2,10 @@
 constraint): the answer as one of them, and the second search of a two-hop question as one of them.
 
 Candidate spans are names (capitalised words, joined by "of", "the", "de", ...) and numbers of the
-passages, in order of appearance, minus those the question itself names. A sentence's first word is
-a candidate too; the null policy, uniform over the candidates, measures how much they give away
-(on the generated harness split, 0.09 for the answer constraint under the 0.25 limit).
+passages, in order of appearance, minus those the question itself names and minus a sentence's
+opening word that the passages also write in lower case. The null policy, uniform over the
+candidates, measures how much they give away (on the generated harness split, 0.09 for the
+answer constraint under the 0.25 limit).
 
 Engine facts used: the completion handed to ``act`` excludes the turn's prefix; the prefix is
 stored in the assistant message, and the verifier reads the message's ``<answer>`` tags.
