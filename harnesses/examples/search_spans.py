@@ -4,8 +4,8 @@ Turn 1 writes a search query (prefix "<search>", stop at "</search>"); the searc
 query plus the question's own words, three passages. Every later turn but the last chooses, among
 the names and numbers of the passages, one to look up next (the bridge of a two-hop question:
 "the founder of X" is on X's page, the founder's birthplace on the founder's). The last turn
-restates the question and chooses the answer among the names and numbers of every passage read
-(prefix "<answer>"). ``max_turns`` 2 answers after one search.
+restates the question and chooses the answer among the names, numbers and dates of every passage
+read, with "yes" and "no" first for a yes/no question (prefix "<answer>"). ``max_turns`` 2 answers after one search.
 
 The choices are spans of what the environment returned, never computed from the question: the
 model earns the reward by choosing, and the null policy (uniform over the choices) stays far
@@ -16,30 +16,63 @@ import re
 from harnesses.contract import BaseHarness, Call, Finish, Prompt
 
 SYSTEM = "Answer factual questions by searching an encyclopaedia."
-SPAN = re.compile(r"[A-Z][\w'-]*(?:(?:\s+(?:of|the|de|la|von|van|du))*\s+[A-Z][\w'-]*)*|\b\d[\d,.]*\b")
+MONTH = "January|February|March|April|May|June|July|August|September|October|November|December"
+# a word (any script; "'s" of a possessive dropped), a number, or a date written out
+TOKEN = re.compile(rf"\b(?:\d{{1,2}} (?:{MONTH}) \d{{3,4}}|(?:{MONTH}) \d{{1,2}}, \d{{3,4}}|(?:{MONTH}) \d{{3,4}})\b"
+                   r"|\d[\d,.]*\d|\d|[^\W\d_](?:[\w-]|['’](?!s\b)\w)*")
+CONNECT = {"of", "the", "de", "la", "von", "van", "du", "del", "da", "di", "le", "y", "bin", "al"}
 # sentence openers and the passages' own labels are not answers; "The Salou River" -> "Salou River"
 SKIP = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "His", "Her", "Its", "This", "That",
         "Much", "Many", "Title", "Doc"}
+YES_NO = {"is", "are", "was", "were", "do", "does", "did", "has", "have", "had", "can", "could", "will", "would"}
 MAX_SPANS = 48
 
 
 def spans_of(passages, question):
-    """Names and numbers of the passages, in order, none that the question itself names."""
+    """Names, numbers and dates of the passages in order, none that the question itself names;
+    "yes" and "no" first when the question asks for one."""
     texts = [str(p.get(key, "")) for p in passages for key in ("title", "text")]
     # a sentence's capitalised first word that the passages also write in lower case is not a name
     # ("Born in 1875 in Thodafus")
-    common = {w for text in texts for w in re.findall(r"\b[a-z][\w'-]*", text)}
-    found = []
+    common = {w for text in texts for w in re.findall(r"\b[^\W\d_A-Z][\w'-]*", text) if w.islower()}
+    words = question.split()
+    found = ["yes", "no"] if words and words[0].lower() in YES_NO else []
     for text in texts:
-        for match in SPAN.finditer(text):
-            opens = not text[:match.start()].strip() or text[:match.start()].rstrip()[-1] in ".!?:"
-            words = match.group().strip(" .,").split()
-            while words and (words[0] in SKIP or (opens and words[0].lower() in common)):
-                words, opens = words[1:], False
-            span = " ".join(words)
-            if span and span not in found and span.lower() not in question.lower():
+        for span in text_spans(text, common):
+            if span not in found and span.lower() not in question.lower():
                 found.append(span)
     return found
+
+
+def text_spans(text, common):
+    """Runs of capitalised words joined by spaces and CONNECT words; numbers; dates and their year."""
+    out, run, joints, end = [], [], [], 0
+
+    def close():
+        if run:
+            out.append(" ".join(run))
+        run.clear()
+        joints.clear()
+
+    for match in TOKEN.finditer(text):
+        word, gap, before = match.group(), text[end:match.start()], text[:match.start()].rstrip()
+        end = match.end()
+        if gap.strip():  # punctuation between two words ends a name
+            close()
+        opens = not before or before[-1] in ".!?:"
+        if word[0].isupper() and " " not in word and (run or not (word in SKIP or opens and word.lower() in common)):
+            run.extend([*joints, word])
+            joints.clear()
+        elif run and word in CONNECT:
+            joints.append(word)
+        else:
+            close()
+            if " " in word:
+                out += [word, word.split()[-1]]
+            elif word[0].isdigit():
+                out.append(word)
+    close()
+    return out
 
 
 def render(passages):

@@ -52,6 +52,29 @@ def test_the_bridge_turn_searches_the_chosen_name_and_the_answer_turn_follows():
     assert answer.prefix == "<answer>" and "1874</answer>" in answer.choices
 
 
+WIKI = {"tool": "search", "error": None, "passages": [
+    {"title": "Inception", "text": "Christopher Nolan's film was released on July 16, 2010 in the United States."},
+    {"title": "Élodie Durand", "text": "Born 5 May 1998 in São Paulo, she studied at the University of Lyon. "
+                                       "born again"}]}
+WIKI_SPANS = ["Christopher Nolan", "July 16, 2010", "2010", "United States", "Élodie Durand", "5 May 1998",
+              "1998", "São Paulo", "University of Lyon"]
+
+
+@pytest.mark.parametrize("name", ["example", "answer_spans"])
+def test_real_format_passages_give_unicode_names_dates_with_their_year_and_yes_no(name):
+    """Wiki-style text: possessives, dates written out, accented capitals, a yes/no question."""
+    source = EXAMPLE.replace("max_turns = 3", "max_turns = 2") if name == "example" else stack("answer_spans")
+    choices = {}
+    for question in ("Where did the star of Inception study?", "Is Inception longer than Memento?"):
+        *_, answer = hooks(source, [("start", {"question": question}), ("act", "Inception</search>"),
+                                    ("observe", WIKI)])
+        assert answer.prefix == "<answer>"
+        choices[question[:2]] = [c.removesuffix("</answer>") for c in answer.choices]
+    # "Inception" is the question's own name; "Born" opens a sentence and is written lower case too
+    assert choices["Wh"] == WIKI_SPANS
+    assert choices["Is"] == ["yes", "no", *WIKI_SPANS]
+
+
 class Oracle(Backend):
     """A stand-in model that picks the gold answer among a turn's choices, else the question's
     bridge entity (the middle of its gold chain), else the first choice."""

@@ -1,11 +1,12 @@
 """search_qa primitives that constrain a turn to the retrieved passages' names (the choice
 constraint): the answer as one of them, and the second search of a two-hop question as one of them.
 
-Candidate spans are names (capitalised words, joined by "of", "the", "de", ...) and numbers of the
-passages, in order of appearance, minus those the question itself names and minus a sentence's
-opening word that the passages also write in lower case. The null policy, uniform over the
-candidates, measures how much they give away (on the generated harness split, 0.09 for the
-answer constraint under the 0.25 limit).
+Candidate spans are names (capitalised words in any script, joined by "of", "the", "de", ...),
+numbers and written-out dates (with their year) of the passages, in order of appearance, minus
+those the question itself names and minus a sentence's opening word that the passages also write
+in lower case; "yes" and "no" come first when the question opens like a yes/no question. The null
+policy, uniform over the candidates, measures how much they give away (on the generated harness
+split, 0.09 for the answer constraint under the 0.25 limit).
 
 Engine facts used: the completion handed to ``act`` excludes the turn's prefix; the prefix is
 stored in the assistant message, and the verifier reads the message's ``<answer>`` tags.
@@ -18,9 +19,16 @@ from harnesses.proposers.primitives.edit import NotApplicable, class_constant, s
 # ${counter} counts the turns this layer has seen; each layer keeps its own (layers do not share
 # attributes they do not define).
 SPANS = r'''
-    span_pattern = re.compile(r"[A-Z][\w'-]*(?:(?:\s+(?:of|the|de|la|von|van|du))*\s+[A-Z][\w'-]*)*|\b\d[\d,.]*\b")
+    span_months = "January|February|March|April|May|June|July|August|September|October|November|December"
+    # a word (any script; "'s" of a possessive dropped), a number, or a date written out
+    span_token = re.compile(r"\b(?:\d{1,2} (?:" + span_months + r") \d{3,4}|(?:" + span_months
+                            + r") \d{1,2}, \d{3,4}|(?:" + span_months + r") \d{3,4})\b"
+                            + r"|\d[\d,.]*\d|\d|[^\W\d_](?:[\w-]|['’](?!s\b)\w)*")
+    span_connect = {"of", "the", "de", "la", "von", "van", "du", "del", "da", "di", "le", "y", "bin", "al"}
     span_skip = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "His", "Her", "Its", "This",
                  "That", "Much", "Many", "Title", "Doc"}
+    span_yes_no = {"is", "are", "was", "were", "do", "does", "did", "has", "have", "had", "can", "could",
+                   "will", "would"}
     span_limit = 48
     span_question = ""
     ${counter} = 0
@@ -30,23 +38,51 @@ SPANS = r'''
         return super().start(observation)
 
     def passage_spans(self, passages):
-        """Names and numbers of the passages, in order of appearance, none that the question names."""
+        """Names, numbers and dates of the passages in order, none that the question names;
+        "yes" and "no" first when the question asks for one."""
         texts = [str(p.get(key, "")) for p in passages for key in ("title", "text")]
         # a sentence's capitalised first word that the passages also write in lower case is not a
         # name ("Born in 1875 in Thodafus"); "The Salou River" -> "Salou River"
-        common = {w for text in texts for w in re.findall(r"\b[a-z][\w'-]*", text)}
-        found = []
+        common = {w for text in texts for w in re.findall(r"\b[^\W\d_A-Z][\w'-]*", text) if w.islower()}
+        words = self.span_question.split()
+        found = ["yes", "no"] if words and words[0] in self.span_yes_no else []
         for text in texts:
-            for match in self.span_pattern.finditer(text):
-                opens = not text[:match.start()].strip() or text[:match.start()].rstrip()[-1] in ".!?:"
-                words = match.group().strip(" .,").split()
-                while words and (words[0] in self.span_skip or (opens and words[0].lower() in common)):
-                    words, opens = words[1:], False
-                span = " ".join(words)
-                if (span and span not in found
-                        and span.lower() not in self.span_question):
+            for span in self.text_spans(text, common):
+                if span not in found and span.lower() not in self.span_question:
                     found.append(span)
         return found[:self.span_limit]
+
+    def text_spans(self, text, common):
+        """Runs of capitalised words joined by spaces and connecting words; numbers; dates and
+        their year."""
+        out, run, joints, end = [], [], [], 0
+
+        def close():
+            if run:
+                out.append(" ".join(run))
+            run.clear()
+            joints.clear()
+
+        for match in self.span_token.finditer(text):
+            word, gap, before = match.group(), text[end:match.start()], text[:match.start()].rstrip()
+            end = match.end()
+            if gap.strip():  # punctuation between two words ends a name
+                close()
+            opens = not before or before[-1] in ".!?:"
+            if word[0].isupper() and " " not in word and (
+                    run or not (word in self.span_skip or opens and word.lower() in common)):
+                run.extend([*joints, word])
+                joints.clear()
+            elif run and word in self.span_connect:
+                joints.append(word)
+            else:
+                close()
+                if " " in word:
+                    out += [word, word.split()[-1]]
+                elif word[0].isdigit():
+                    out.append(word)
+        close()
+        return out
 '''
 
 
