@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+import chess
 import pytest
 
 from domains import get_domain
@@ -198,7 +199,23 @@ def test_move_lists_replace_the_flat_list_and_keep_every_move(chess_examples, na
     text = prompt.messages[-1]["content"]
     assert " ".join(observation["legal_uci"]) not in text
     for uci, san in zip(observation["legal_uci"], observation["legal_san"], strict=False):
-        assert text.count(f"{uci} ({san})") == 1
+        assert text.count(f"{uci} ({san}") == 1
+
+
+def test_annotated_captures_name_the_piece_they_take(chess_examples):
+    domain, examples = chess_examples
+    # the gold move of a win_piece puzzle captures an undefended knight, bishop, rook or queen
+    ex = next(e for e in examples if e.public["type"] == "win_piece")
+    observation = domain.environment(ex).reset()
+    [prompt] = hooks(edited("chess_puzzles", "annotated_moves", CHESS), [("start", observation)])
+    text = prompt.messages[-1]["content"]
+    board = chess.Board(observation["fen"])
+    captures = [m for m in board.legal_moves if board.is_capture(m)]
+    assert captures
+    for move in captures:
+        piece = board.piece_at(move.to_square)
+        name = chess.piece_name(piece.piece_type) if piece else "pawn"  # en passant
+        assert f"{move.uci()} ({board.san(move)}, takes {name})" in text
 
 
 def test_lenient_move_plays_the_last_legal_move_named(chess_examples):

@@ -118,9 +118,17 @@ HELPERS = {
             return "\n".join(lines)
         ''',
     "annotated_list": r'''
+        taken_names = {"p": "pawn", "n": "knight", "b": "bishop", "r": "rook", "q": "queen"}
+
         def annotated_list(self, uci, san):
             groups = {"Checkmates (#)": [], "Checks (+)": [], "Captures (x)": [], "Other moves": []}
+            rows = [row.split() for row in str((self.$attr or {}).get("board") or "").splitlines()]
             for u, s in zip(uci, san):
+                label = f"{u} ({s})"
+                if "x" in s and len(rows) == 8 and all(len(row) == 8 for row in rows):
+                    # the piece on the target square of the environment's board (empty: en passant)
+                    taken = rows[8 - int(u[3])][ord(u[2]) - ord("a")].lower()
+                    label = f"{u} ({s}, takes {self.taken_names.get(taken, 'pawn')})"
                 # read off the SAN symbols the environment provides: nothing is computed here
                 if s.endswith("#"):
                     kind = "Checkmates (#)"
@@ -128,7 +136,7 @@ HELPERS = {
                     kind = "Checks (+)"
                 else:
                     kind = "Captures (x)" if "x" in s else "Other moves"
-                groups[kind].append(f"{u} ({s})")
+                groups[kind].append(label)
             return "\n".join(f"{kind}: " + ", ".join(moves) for kind, moves in groups.items() if moves)
         ''',
 }
@@ -213,7 +221,8 @@ PRIMITIVES = (
     Primitive("grouped_moves", "observation", "the legal moves grouped by piece, UCI with SAN, are "
               "easier to choose from than a flat list", ("wrong", "tool_error"), 0.6, grouped_moves),
     Primitive("annotated_moves", "observation", "the legal moves sorted into mates, checks, captures "
-              "and others (from the SAN symbols) point at forcing moves", ("wrong",), 0.8, annotated_moves),
+              "and others (from the SAN symbols), each capture naming the piece it takes (from the "
+              "board), point at forcing moves and material", ("wrong",), 0.8, annotated_moves),
     Primitive("board_diagram", "observation", "the ASCII board shows where the pieces stand",
               ("wrong",), 0.4, board_diagram),
     Primitive("lenient_move", "parsing", "the last legal move named in the answer (UCI or SAN, tagged "
