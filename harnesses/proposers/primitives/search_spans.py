@@ -64,11 +64,12 @@ SPANS = r'''
             joints.clear()
 
         for match in self.span_token.finditer(text):
-            word, gap, before = match.group(), text[end:match.start()], text[:match.start()].rstrip()
+            word, tail = match.group(), text[end:match.start()].rstrip()
+            # a sentence ends in the gap (tokens never end in . ! ? :), or the text starts here
+            opens = tail[-1:] in (".", "!", "?", ":") or (not tail and end == 0)
             end = match.end()
-            if gap.strip():  # punctuation between two words ends a name
+            if tail:  # punctuation between two words ends a name
                 close()
-            opens = not before or before[-1] in ".!?:"
             if word[0].isupper() and " " not in word and (
                     run or not (word in self.span_skip or opens and word.lower() in common)):
                 run.extend([*joints, word])
