@@ -172,6 +172,25 @@ def test_metrics_best_and_equal_rollouts(report):
     assert f"{DOMAIN},whale,{DOMAIN}-whale,1,harness,32,0.5" in csv and len(csv) == 1 + 3 + 4
 
 
+def test_steps_pair_each_change_with_the_point_before(report):
+    rows = (report["runs"] / "report" / "steps.csv").read_text().splitlines()
+    assert rows[0] == ("domain,condition,run_id,cycle,point,cumulative_rollouts,changed,mean_at_k,ci95_lo,ci95_hi,"
+                       "delta,delta_lo,delta_hi")
+    whale = [r.split(",") for r in rows[1:] if f",{DOMAIN}-whale," in r]
+    # per-example test rewards (K = 2): start 1,0,0,0; weight 1,.5,0,0; harness 1,1,0,0; weight 1,1,.5,0
+    assert [(r[4], r[5], r[6], r[7], r[10]) for r in whale] == [
+        ("start", "0", "", "0.25", ""), ("weight", "16", "weights", "0.375", "0.125"),
+        ("harness", "32", "harness", "0.5", "0.125"), ("weight", "48", "weights", "0.625", "0.125"),
+        ("end - start", "48", "", "", "0.375")]
+    for r in whale[1:]:  # every paired difference is >= 0 per example, so its interval cannot go below 0
+        assert 0 <= float(r[11]) <= float(r[10]) <= float(r[12])
+    # weight_only's second weight phase changed the weights but no test example's reward: 0 [0, 0]
+    only = [r.split(",") for r in rows[1:] if f",{DOMAIN}-weight_only," in r]
+    assert [(r[4], r[10], r[11], r[12]) for r in only[1:]] == [
+        ("weight", "0.125", "0.0", "0.375"), ("weight", "0.0", "0.0", "0.0"), ("end - start", "0.125", "0.0", "0.375")]
+    assert "What each phase bought" in report["text"] and "<td>end - start</td>" in report["text"]
+
+
 def test_tables_show_the_inserted_values(report):
     text = report["text"]
     assert "Equal-rollout budget B = 32 rollouts" in text

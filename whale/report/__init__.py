@@ -4,8 +4,9 @@ Writes into ``out_dir``: ``index.html`` (self-contained: inline CSS, the figures
 data URIs, no script, nothing fetched, so it renders offline, unlike `dvc plots show`), the PNGs
 themselves under ``<domain>/``, ``metrics.json`` (per domain and condition: best, rollouts at best,
 at equal rollouts, final) and ``curves.csv`` (every test evaluation point) for `dvc metrics` /
-`dvc plots`. Run databases are opened read-only; one that is locked by a running writer is
-skipped and named on the page.
+`dvc plots`, and ``steps.csv`` (what each phase bought: paired differences with their intervals).
+Run databases are opened read-only; one that is locked by a running writer is skipped and named
+on the page.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from whale.report.data import RunData, load_runs
 from whale.report.html import render
 
 CURVE_COLUMNS = ("domain", "condition", "run_id", "cycle", "phase", "cumulative_rollouts", "mean_at_k")
+STEP_COLUMNS = ("domain", "condition", "run_id", "cycle", "point", "cumulative_rollouts", "changed", "mean_at_k",
+                "ci95_lo", "ci95_hi", "delta", "delta_lo", "delta_hi")
 
 
 def write_report(runs_dir: str | Path = "runs", out_dir: str | Path = "runs/report",
@@ -39,6 +42,7 @@ def write_report(runs_dir: str | Path = "runs", out_dir: str | Path = "runs/repo
     domains = [d for d in domains if d is not None]
     write_atomic(out_dir / "metrics.json", json.dumps(metrics(domains), indent=2, sort_keys=True) + "\n")
     write_atomic(out_dir / "curves.csv", curves_csv(domains))
+    write_atomic(out_dir / "steps.csv", steps_csv(domains))
     html = out_dir / "index.html"
     write_atomic(html, render(domains, warnings, [r.run_id for r in runs]))
     return html
@@ -58,9 +62,11 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
     decomposition = [{"label": names[r.run_id], **ra.decomposition(r, pool)} for r in runs]
     rollouts = [{"label": names[r.run_id], "run_id": r.run_id, "by_phase": r.rollouts_by_phase} for r in runs]
     proposer = [{"label": names[r.run_id], "run_id": r.run_id, **ra.proposer_summary(r)} for r in runs]
+    steps = [{"label": names[r.run_id], "run_id": r.run_id, "condition": r.condition, "k": int(r.evals.iloc[-1]["k"]),
+              "points": ra.steps(r)} for r in runs]
     return {
         "domain": domain, "anchor": _safe(domain), "empty": False, "budget": budget, "conditions": rows,
-        "series": series, "decomposition": decomposition, "rollouts": rollouts, "proposer": proposer,
+        "series": series, "steps": steps, "decomposition": decomposition, "rollouts": rollouts, "proposer": proposer,
         "lineages": _lineages(domain, runs, names, folder), "unevaluated": unevaluated,
         "comparison": _comparison(runs, domain),
         "images": {
@@ -119,6 +125,23 @@ def curves_csv(domains: list[dict]) -> str:
                 w.writerow([d["domain"], series["condition"], row["run_id"], row["cycle"], row["phase"],
                             int(row["cumulative_rollouts"]), row["mean_at_k"]])
     return buf.getvalue()
+
+
+def steps_csv(domains: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(STEP_COLUMNS)
+    for d in domains:
+        for run in d.get("steps", []):
+            for p in run["points"]:
+                e, x = p["estimate"], p["delta"]
+                w.writerow([d["domain"], run["condition"], run["run_id"], p["cycle"], p["label"],
+                            p["cumulative_rollouts"], p["changed"], *_numbers(e, "mean"), *_numbers(x, "mean")])
+    return buf.getvalue()
+
+
+def _numbers(e, attr: str) -> list:
+    return ["", "", ""] if e is None else [round(getattr(e, attr), 4), round(e.lo, 4), round(e.hi, 4)]
 
 
 def _safe(name: str) -> str:

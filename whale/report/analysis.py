@@ -7,7 +7,7 @@ import shlex
 from harnesses.archive import first_parents
 from whale.report.compare import final_rewards
 from whale.report.data import RunData
-from whale.stats import estimate
+from whale.stats import difference, estimate
 from whale.train.checkpoint import checkpoint_dir
 
 RULES = """\
@@ -21,6 +21,9 @@ Rules used on this page:
     the first point reaching it (cumulative weight + harness rollouts; test rollouts not counted).
   * at equal rollouts: B = the smallest final budget (weight + harness rollouts) among the
     domain's runs; each run's value is its best mean@k among points with cumulative rollouts <= B.
+  * steps: a run's evaluations where the weights or the harness changed, each paired with the
+    previous such point on the same test examples and seeds (what that phase bought, with its
+    95 % interval), and the end against the start.
   * 2x2: base vs final weights x h0 vs final harness, where base/h0 are the start evaluation's
     weights and harness and final the last evaluation's; a cell is read from the run's evals, else
     from test-split rollouts of that (harness, weights) in any run of the domain (e.g. `whale eval`).
@@ -189,3 +192,40 @@ def proposer_summary(run: RunData) -> dict:
     return {"calls": len(p), "input_tokens": int(p["input_tokens"].fillna(0).sum()),
             "output_tokens": int(p["output_tokens"].fillna(0).sum()), "cost_usd": float(p["cost_usd"].fillna(0).sum()),
             "fallbacks": int(fallbacks.sum()), "proposers": ", ".join(sorted(set(p["proposer"].dropna())))}
+
+
+def steps(run: RunData) -> list[dict]:
+    """The run's evaluation points where the (harness, weights) pair changed, each with its 95 %
+    interval and its paired difference to the previous such point, then the end against the start.
+    A point whose pair is the previous one's (a grid point, a phase that kept everything) adds
+    nothing and is left out."""
+    points = []
+    for row in run.evals.to_dict("records"):
+        pair = (row["harness_id"], row["weights_id"])
+        if points and points[-1]["pair"] == pair:
+            continue
+        scores = run.test_rewards(*pair)
+        if scores.empty:
+            continue
+        points.append({"pair": pair, "row": row, "scores": scores})
+    out = []
+    for i, p in enumerate(points):
+        row, prev = p["row"], points[i - 1] if i else None
+        changed = "" if prev is None else "+".join(
+            name for name, a, b in zip(("harness", "weights"), prev["pair"], p["pair"], strict=True) if a != b)
+        out.append({"cycle": int(row["cycle"]), "phase": str(row["phase"]), "label": str(row["phase"]),
+                    "cumulative_rollouts": int(row["cumulative_rollouts"]), "harness_id": p["pair"][0],
+                    "weights_id": p["pair"][1], "changed": changed, "estimate": estimate(p["scores"].to_numpy()),
+                    "delta": None if prev is None else _paired(p["scores"], prev["scores"])})
+    if len(points) > 2:
+        last, first = points[-1], points[0]
+        end = int(run.evals.iloc[-1]["cumulative_rollouts"])
+        out.append({**out[-1], "label": "end - start", "cumulative_rollouts": end, "changed": "", "estimate": None,
+                    "delta": _paired(last["scores"], first["scores"])})
+    return out
+
+
+def _paired(a, b):
+    """``a - b`` on the examples both were measured on (a test set is the same for a whole run)."""
+    common = a.index.intersection(b.index)
+    return difference(a[common].to_numpy(), b[common].to_numpy()) if len(common) else None

@@ -72,6 +72,7 @@ def _domain(d: dict) -> str:
     out = [f'<h2 id="{escape(d["anchor"])}">{escape(d["domain"])}</h2>',
            "<h3>Test accuracy against cumulative rollouts</h3>", image(d["images"]["curve"], f"{d['domain']} curves")]
     out += _conditions(d)
+    out += _steps(d)
     out += _decomposition(d)
     out += ["<h3>Rollouts by phase</h3>", image(d["images"]["rollouts"], f"{d['domain']} rollouts by phase"),
             table(["condition", "run", "weight", "harness", "eval", "total"],
@@ -102,6 +103,23 @@ def _conditions(d: dict) -> list[str]:
                    "final rollouts", f"best mean@{k} (max, optimistic)", "rollouts at best",
                    f"at equal rollouts (≤ {d['budget']})", "evaluations"], rows),
             "<h3>Paired comparison of the final scores</h3>", f"<pre>{escape(d['comparison'])}</pre>"]
+
+
+def _steps(d: dict) -> list[str]:
+    out = ["<h3>What each phase bought</h3>",
+           '<p class="rule">Each evaluation where the weights or the harness changed, against the previous one '
+           "on the same test examples and seeds (paired bootstrap, 95 %); an interval that holds 0 is noise.</p>"]
+    for run in d["steps"]:
+        rows = [[p["label"] if p["label"] == "end - start" else f"cycle {p['cycle']}, {p['label']}",
+                 p["cumulative_rollouts"], p["changed"] or "-",
+                 "-" if p["estimate"] is None else str(p["estimate"]), _delta(p["delta"])] for p in run["points"]]
+        out += [f"<h4>{escape(run['label'])} ({escape(run['run_id'])})</h4>",
+                table(["point", "rollouts", "changed", f"test mean@{run['k']} [95 %]", "difference [95 %]"], rows)]
+    return out
+
+
+def _delta(x) -> str:
+    return "-" if x is None else f"{x.mean:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]"
 
 
 def _opt(value) -> str:
