@@ -116,32 +116,29 @@ def metrics(domains: list[dict]) -> dict:
 
 
 def curves_csv(domains: list[dict]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CURVE_COLUMNS)
-    for d in domains:
-        for series in d.get("series", []):
-            for row in series["evals"].to_dict("records"):
-                w.writerow([d["domain"], series["condition"], row["run_id"], row["cycle"], row["phase"],
-                            int(row["cumulative_rollouts"]), row["mean_at_k"]])
-    return buf.getvalue()
+    return _csv(CURVE_COLUMNS, (
+        [d["domain"], series["condition"], row["run_id"], row["cycle"], row["phase"], int(row["cumulative_rollouts"]),
+         row["mean_at_k"]]
+        for d in domains for series in d.get("series", []) for row in series["evals"].to_dict("records")))
 
 
 def steps_csv(domains: list[dict]) -> str:
+    return _csv(STEP_COLUMNS, (
+        [d["domain"], run["condition"], run["run_id"], p["cycle"], p["label"], p["cumulative_rollouts"], p["changed"],
+         *_interval(p["estimate"]), *_interval(p["delta"])]
+        for d in domains for run in d.get("steps", []) for p in run["points"]))
+
+
+def _csv(columns: tuple[str, ...], rows) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(STEP_COLUMNS)
-    for d in domains:
-        for run in d.get("steps", []):
-            for p in run["points"]:
-                e, x = p["estimate"], p["delta"]
-                w.writerow([d["domain"], run["condition"], run["run_id"], p["cycle"], p["label"],
-                            p["cumulative_rollouts"], p["changed"], *_numbers(e, "mean"), *_numbers(x, "mean")])
+    w.writerow(columns)
+    w.writerows(rows)
     return buf.getvalue()
 
 
-def _numbers(e, attr: str) -> list:
-    return ["", "", ""] if e is None else [round(getattr(e, attr), 4), round(e.lo, 4), round(e.hi, 4)]
+def _interval(e) -> list:
+    return ["", "", ""] if e is None else [round(e.mean, 4), round(e.lo, 4), round(e.hi, 4)]
 
 
 def _safe(name: str) -> str:
