@@ -13,14 +13,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
 from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET, Call, Finish, Prompt, from_wire
 from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
 from whale.ids import harness_id, rollout_seed
 from whale.rollout.backends.base import Backend, GenRequest, Sampling
 from whale.rollout.chat import ChatFormat
 from whale.rollout.guards import leak
+from whale.rollout.progress import Progress
 from whale.types import Example, Rollout, RolloutContext
 
 
@@ -75,8 +74,7 @@ class Engine:
         tag = uuid.uuid4().hex
         episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None, session=f"{tag}:{ex.id}:{s}")
                     for ex in examples for s in range(k)]
-        # On a terminal the bar redraws in place; in a log file (CI, nohup) it would be noise between log lines.
-        bar = tqdm(total=len(episodes), desc=desc, disable=None if progress else True, leave=False)
+        bar = Progress(len(episodes), desc, enabled=progress)
         try:
             sandbox = HarnessSandbox(source, self.limits)
         except SandboxError as e:
@@ -98,7 +96,7 @@ class Engine:
                     ep.env.close()
         return [self._record(ep, source, ctx) for ep in episodes]
 
-    def _drive(self, sandbox: HarnessSandbox, episodes: list[Episode], bar) -> None:
+    def _drive(self, sandbox: HarnessSandbox, episodes: list[Episode], bar: Progress) -> None:
         for ep in episodes:
             ep.env = self.domain.environment(ep.example)
         first = [ep.env.reset() for ep in episodes]
@@ -109,17 +107,17 @@ class Engine:
             if ok:
                 ok, payload = self._budget(ep, payload)
             self._apply(ep, ok, payload, first=True)
-        done, released = 0, set()
+        turns, released = 0, set()
         while True:
             live = [i for i, ep in enumerate(episodes) if ep.live]
-            bar.update(len(episodes) - len(live) - done)
-            done = len(episodes) - len(live)
+            bar.update(len(episodes) - len(live), turns)
             over = [ep.session for ep in episodes if not ep.live and ep.session not in released]
             self.backend.release(over)
             released.update(over)
             if not live:
                 return
             self._generate([episodes[i] for i in live])
+            turns += 1
             acts = sandbox.calls([(i, "act", episodes[i].messages[-1]["content"]) for i in live if episodes[i].live])
             observe = []
             for i, (ok, payload) in zip([i for i in live if episodes[i].live], acts, strict=True):
