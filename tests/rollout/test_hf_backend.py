@@ -112,7 +112,7 @@ def test_cross_turn_kv_reuse_gives_the_tokens_of_a_full_prefill(varied_model_dir
     assert max(len(ids) for ids, _ in runs[0]) > 40  # several turns of context
 
 
-def test_prefix_cache_checks_the_prefix_and_weights_and_evicts_past_its_budget():
+def test_prefix_cache_checks_the_prefix_and_weights_and_refuses_past_its_budget():
     from whale.rollout.backends.prefix_cache import Entry, PrefixCache
 
     def entry(ids, wid="w"):
@@ -126,9 +126,30 @@ def test_prefix_cache_checks_the_prefix_and_weights_and_evicts_past_its_budget()
     assert cache.lookup("a", [1, 9, 3, 4], "w") is None  # another sequence under the same session
     assert cache.lookup("a", [1, 2, 3, 4], "other weights") is None
     cache.put("b", entry(range(5)))
-    cache.put("c", entry(range(4)))  # over the budget: the least recently used ("a") goes
-    assert set(cache.entries) == {"b", "c"} and cache.evicted == 1 and cache.used == 2 * 32 * 9
+    cache.put("c", entry(range(4)))  # over the budget: "c" is refused, what is held stays
+    assert set(cache.entries) == {"a", "b"} and cache.refused == 1 and cache.used == 2 * 32 * 8
     cache.put("huge", entry(range(11)))  # larger than the whole budget: not kept
-    assert "huge" not in cache.entries
+    assert "huge" not in cache.entries and cache.refused == 2
     cache.release("b")
-    assert set(cache.entries) == {"c"} and cache.used == 2 * 32 * 4
+    assert set(cache.entries) == {"a"} and cache.used == 2 * 32 * 3
+    cache.put("d", entry(range(9), wid="new"))  # entries under other weights can never hit: they go first
+    assert set(cache.entries) == {"d"} and cache.evicted == 1 and cache.used == 2 * 32 * 9
+
+
+def test_prefix_cache_hits_on_the_engines_cyclic_turns_past_its_budget():
+    """Six episodes visited in the same order every turn, each growing one token a turn, in room
+    for ten tokens. Least-recently-used eviction would miss on every lookup (each entry is evicted
+    just before its episode comes round again); keeping what is held hits 3, then 2 times."""
+    from whale.rollout.backends.prefix_cache import Entry, PrefixCache
+
+    cache = PrefixCache(budget_mb=(2 * 32 * 10) / 2**20)
+    hits = []
+    for turn in range(3):
+        before = cache.hits
+        for session in range(6):
+            ids = [session] * (3 + turn)
+            cache.lookup(str(session), ids + [0], "w")
+            kv = [torch.zeros(2, len(ids), 4)]
+            cache.put(str(session), Entry(ids, kv, [t.clone() for t in kv], "w"))
+        hits.append(cache.hits - before)
+    assert hits == [0, 3, 2] and cache.used <= cache.budget

@@ -5,7 +5,13 @@ turn starts with everything the model has already processed: the last turn's pro
 the last generated token (sampled, never fed back). The backend stores those keys and values per
 session (an episode) and the next turn prefills only the new tokens. The stored prefix is checked
 token by token, so a wrong or reused session can only miss, never corrupt. Entries belong to one
-set of weights and are evicted least-recently-used past a memory budget.
+set of weights.
+
+Past the memory budget a new entry is refused rather than an old one evicted. The engine visits
+every live episode once per turn, in the same order: a cyclic scan, on which least-recently-used
+eviction never hits once the episodes outgrow the budget (a math test evaluation holds 256
+episodes, the default budget about 40 of them), while keeping the entries already held gives
+those episodes a hit on every turn. Entries under other weights, which can never hit, go first.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ class PrefixCache:
         self.budget = int(budget_mb * 2**20)
         self.entries: OrderedDict[str, Entry] = OrderedDict()
         self.used = 0
-        self.hits = self.misses = self.reused_tokens = self.evicted = 0
+        self.hits = self.misses = self.reused_tokens = self.evicted = self.refused = 0
 
     @property
     def enabled(self) -> bool:
@@ -52,14 +58,15 @@ class PrefixCache:
 
     def put(self, session: str, entry: Entry) -> None:
         self.release(session)
-        if entry.nbytes > self.budget:
+        if self.used + entry.nbytes > self.budget:
+            for stale in [s for s, e in self.entries.items() if e.weights_id != entry.weights_id]:
+                self.release(stale)
+                self.evicted += 1
+        if self.used + entry.nbytes > self.budget:
+            self.refused += 1
             return
         self.entries[session] = entry
         self.used += entry.nbytes
-        while self.used > self.budget:
-            _, old = self.entries.popitem(last=False)
-            self.used -= old.nbytes
-            self.evicted += 1
 
     def release(self, session: str) -> None:
         old = self.entries.pop(session, None)
