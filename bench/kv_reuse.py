@@ -8,6 +8,7 @@ both must be identical. Prints one JSON line: rollouts/s and peak RSS of each, a
 
     python bench/kv_reuse.py                          # SmolLM2, 32 episodes x 4 turns
     python bench/kv_reuse.py --episodes 8 --repeats 1 # quick
+    python bench/kv_reuse.py --episodes 128 --max-batch 32 --budget-mb 256  # more episodes than the budget holds
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def variant(args) -> None:
 
     domain = get_domain("math_reasoning", str(ROOT / "data"))
     examples = (domain.examples("test") * args.episodes)[:args.episodes]
-    backend = TransformersBackend(args.model_dir, max_batch=args.episodes, kv_reuse_mb=args.kv_reuse_mb)
+    backend = TransformersBackend(args.model_dir, max_batch=args.max_batch or args.episodes,
+                                  kv_reuse_mb=args.kv_reuse_mb)
     engine = Engine(backend, domain, Sampling(temperature=1.0, top_p=1.0, top_k=20))
     source = HARNESS.replace("TURNS", str(args.turns)).replace("NEW", str(args.new_tokens))
     t0 = time.perf_counter()
@@ -67,7 +69,7 @@ def variant(args) -> None:
     print(json.dumps({"wall_s": wall, "rollouts_per_s": len(rollouts) / wall, "digest": digest,
                       "turns": sum(r.turns for r in rollouts) / len(rollouts),
                       "context": max(len(r.token_ids) for r in rollouts),
-                      "reused_tokens": backend.prefix.reused_tokens,
+                      "reused_tokens": backend.prefix.reused_tokens, "refused": backend.prefix.refused,
                       "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 
 
@@ -78,15 +80,17 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-batch", type=int, default=0, help="rows per generation batch (0: all episodes at once)")
+    ap.add_argument("--budget-mb", type=float, default=1024, help="the reuse variant's KV budget")
     ap.add_argument("--kv-reuse-mb", type=float, default=None, help=argparse.SUPPRESS)  # one variant
     args = ap.parse_args()
     if args.kv_reuse_mb is not None:
         return variant(args)
     common = ["--model-dir", args.model_dir, "--episodes", str(args.episodes), "--turns", str(args.turns),
-              "--new-tokens", str(args.new_tokens)]
+              "--new-tokens", str(args.new_tokens), "--max-batch", str(args.max_batch)]
     runs: dict[str, list[dict]] = {"reprefill": [], "reuse": []}
     for _ in range(args.repeats):
-        for name, mb in (("reprefill", 0), ("reuse", 1024)):
+        for name, mb in (("reprefill", 0), ("reuse", args.budget_mb)):
             out = subprocess.run([sys.executable, __file__, *common, "--kv-reuse-mb", str(mb)], check=True,
                                  capture_output=True, text=True).stdout
             runs[name].append(json.loads(out.strip().splitlines()[-1]))
@@ -99,7 +103,8 @@ def main() -> None:
         "speedup": round(best["reuse"]["rollouts_per_s"] / best["reprefill"]["rollouts_per_s"], 2),
         "reprefill_peak_rss_gb": round(max(r["peak_rss_gb"] for r in runs["reprefill"]), 2),
         "reuse_peak_rss_gb": round(max(r["peak_rss_gb"] for r in runs["reuse"]), 2),
-        "reused_tokens": best["reuse"]["reused_tokens"], "same_tokens": len(digests) == 1,
+        "reused_tokens": best["reuse"]["reused_tokens"], "refused_entries": best["reuse"]["refused"],
+        "same_tokens": len(digests) == 1,
     }))
 
 
