@@ -112,6 +112,40 @@ def test_cross_turn_kv_reuse_gives_the_tokens_of_a_full_prefill(varied_model_dir
     assert max(len(ids) for ids, _ in runs[0]) > 40  # several turns of context
 
 
+def test_rows_that_reuse_a_past_are_batched_apart_from_rows_that_prefill(varied_model_dir, monkeypatch):
+    """Only some episodes keep their past (here: every other session), so a turn holds both kinds
+    of rows; each batch holds one kind, and the tokens are still those of the re-prefill path."""
+    from tests.toy_domain import ECHO_HARNESS, ToyDomain
+    from whale.rollout.engine import Engine
+
+    def run(budget_mb, record=None):
+        backend = TransformersBackend(str(varied_model_dir), max_batch=8, kv_reuse_mb=budget_mb)
+        if record is not None:
+            put, batch = backend.prefix.put, backend._batch
+            seen: list[str] = []
+
+            def put_some(session, entry):
+                if session not in seen:
+                    seen.append(session)
+                if seen.index(session) % 2 == 0:
+                    put(session, entry)
+
+            def recorded(reqs, sampling):
+                record.append({backend.prefix.reusable(r.session, r.ids, backend.weights_id) for r in reqs})
+                return batch(reqs, sampling)
+
+            monkeypatch.setattr(backend.prefix, "put", put_some)
+            monkeypatch.setattr(backend, "_batch", recorded)
+        engine = Engine(backend, ToyDomain(n=4), Sampling(temperature=1.0, top_p=1.0, top_k=0))
+        return [(r.token_ids, r.mask) for r in engine.run(ECHO_HARNESS, ToyDomain(n=4).items, k=2, seed=3,
+                                                          progress=False)]
+
+    record: list[set] = []
+    assert run(64, record) == run(0)
+    assert all(len(kinds) == 1 for kinds in record), record
+    assert {True} in record and {False} in record[1:]  # later turns had both kinds, batched apart
+
+
 def test_prefix_cache_checks_the_prefix_and_weights_and_refuses_past_its_budget():
     from whale.rollout.backends.prefix_cache import Entry, PrefixCache
 

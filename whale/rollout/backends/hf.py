@@ -130,10 +130,16 @@ class TransformersBackend(Backend):
         out: list[GenResult | None] = [None] * len(requests)
         # the longest context bounds the batch: math turns after a long program output reach
         # thousands of tokens, and 32 rows of 4,400 positions were 6.4 GB of keys and values
-        lengths = [len(r.ids) + r.max_new_tokens for r in requests]
-        for chunk in batches(lengths, self.max_batch, self.max_batch_tokens):
-            for i, res in zip(chunk, self._batch([requests[i] for i in chunk], sampling), strict=False):
-                out[i] = res
+        # Rows that reuse a past and rows that prefill everything go in separate batches: a batch
+        # holding both lays out the longest reused past beside the longest full prompt, so every
+        # row attends over both, and the reusing rows save nothing on the prefill.
+        hit = [self.prefix.enabled and self.prefix.reusable(r.session, r.ids, self.weights_id) for r in requests]
+        for group in ([i for i, h in enumerate(hit) if h], [i for i, h in enumerate(hit) if not h]):
+            lengths = [len(requests[i].ids) + requests[i].max_new_tokens for i in group]
+            for chunk in batches(lengths, self.max_batch, self.max_batch_tokens):
+                rows = [group[j] for j in chunk]
+                for i, res in zip(rows, self._batch([requests[i] for i in rows], sampling), strict=False):
+                    out[i] = res
         if was_training:
             self.model.train()
         return out

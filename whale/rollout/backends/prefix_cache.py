@@ -15,7 +15,6 @@ those episodes a hit on every turn. Entries under other weights, which can never
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +35,7 @@ class Entry:
 class PrefixCache:
     def __init__(self, budget_mb: float):
         self.budget = int(budget_mb * 2**20)
-        self.entries: OrderedDict[str, Entry] = OrderedDict()
+        self.entries: dict[str, Entry] = {}
         self.used = 0
         self.hits = self.misses = self.reused_tokens = self.evicted = self.refused = 0
 
@@ -44,14 +43,19 @@ class PrefixCache:
     def enabled(self) -> bool:
         return self.budget > 0
 
-    def lookup(self, session: str | None, ids: list[int], weights_id: str) -> Entry | None:
-        """The stored entry of ``session`` when it is a proper prefix of ``ids`` under these weights."""
+    def reusable(self, session: str | None, ids: list[int], weights_id: str) -> bool:
+        """Whether ``lookup`` would hit (counts nothing)."""
         entry = self.entries.get(session) if session else None
         n = len(entry.ids) if entry else 0
-        if entry is None or entry.weights_id != weights_id or not 0 < n < len(ids) or ids[:n] != entry.ids:
+        return entry is not None and entry.weights_id == weights_id and 0 < n < len(ids) and ids[:n] == entry.ids
+
+    def lookup(self, session: str | None, ids: list[int], weights_id: str) -> Entry | None:
+        """The stored entry of ``session`` when it is a proper prefix of ``ids`` under these weights."""
+        if not self.reusable(session, ids, weights_id):
             self.misses += bool(session)
             return None
-        self.entries.move_to_end(session)
+        entry = self.entries[session]
+        n = len(entry.ids)
         self.hits += 1
         self.reused_tokens += n
         return entry
