@@ -37,6 +37,15 @@ def test_log_file_gets_a_line_per_interval_and_a_last_one():
     assert lines[1].endswith("whale - test c0-start: 256/256 episodes finished after 3 turn(s), 1.7 min")
 
 
+def test_the_last_state_is_not_written_twice():
+    stream, clock = io.StringIO(), Clock()
+    p = Progress(8, "eval", stream=stream, every_s=60, clock=clock)
+    clock.now = 61
+    p.update(8, 2)  # the interval is up at the last turn: the line already says where the call ended
+    p.close()
+    assert len(stream.getvalue().splitlines()) == 1
+
+
 def test_a_short_call_in_a_log_file_writes_nothing():
     stream, clock = io.StringIO(), Clock()
     p = Progress(16, "rsft step 0", stream=stream, every_s=60, clock=clock)

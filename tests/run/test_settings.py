@@ -19,6 +19,14 @@ def test_the_defaults_and_the_paper_profile_validate():
     assert (paper.profile, paper.rsft.prompt_batch, paper.backend.kind) == ("paper", 256, "openai")
 
 
+def test_a_profiles_per_domain_overlay_wins_over_the_defaults_one():
+    """Chess's default budget is its own (per_domain); the study profile's budget still binds there."""
+    budgets = {(profile, d): load_settings(ROOT / "params.yaml", profile=profile, domain=d).schedule.budget
+               for profile in ("default", "study") for d in ("chess_puzzles", "math_reasoning")}
+    assert budgets == {("default", "chess_puzzles"): 640, ("default", "math_reasoning"): 320,
+                       ("study", "chess_puzzles"): 128, ("study", "math_reasoning"): 128}
+
+
 def test_the_paper_profile_has_the_released_settings_of_each_domain():
     """Qwen3.5-2B / 2B / 4B, lr 1e-6 / 1e-7 / 1e-7, 4 / 6 / 4 epochs of steps, max_seq_len above
     prompt + the 8192-token h0 budget; an override still wins over the domain's overlay."""
@@ -43,10 +51,12 @@ def test_the_paper_profile_has_the_released_settings_of_each_domain():
 
 
 def test_a_bad_per_domain_value_names_its_line_even_when_loaded_for_no_domain(tmp_path):
-    bad = "\nper_domain:\n  chess_puzzles: {rsft: {lr: -1}}\n"
-    text = (ROOT / "params.yaml").read_text().replace("\nper_domain:\n", bad, 1)
+    text = (ROOT / "params.yaml").read_text()
+    top = text.index("\nper_domain:\n")  # the defaults' overlays, not a profile's
+    chess = text.index("\n  chess_puzzles:\n", top) + len("\n  chess_puzzles:\n")
+    text = text[:chess] + "    rsft: {lr: -1}\n" + text[chess:]
     (tmp_path / "params.yaml").write_text(text)
-    line = text.splitlines().index("  chess_puzzles: {rsft: {lr: -1}}") + 1
+    line = text.splitlines().index("    rsft: {lr: -1}") + 1
     where = rf"rsft\.lr \(line {line}, per_domain\.chess_puzzles\): Input should be greater"
     with pytest.raises(SettingsError, match=where):
         load_settings(tmp_path / "params.yaml")
