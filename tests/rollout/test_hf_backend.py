@@ -164,6 +164,8 @@ def test_prefix_cache_checks_the_prefix_and_weights_and_refuses_past_its_budget(
     assert set(cache.entries) == {"a", "b"} and cache.refused == 1 and cache.used == 2 * 32 * 8
     cache.put("huge", entry(range(11)))  # larger than the whole budget: not kept
     assert "huge" not in cache.entries and cache.refused == 2
+    # asked before the keys and values are copied out: a refusal needs no entry at all
+    assert not cache.admits("e", 2 * 32 * 8, "w") and cache.refused == 3 and "e" not in cache.entries
     cache.release("b")
     assert set(cache.entries) == {"a"} and cache.used == 2 * 32 * 3
     cache.put("d", entry(range(9), wid="new"))  # entries under other weights can never hit: they go first

@@ -225,6 +225,11 @@ class TransformersBackend(Backend):
         where = row_attn.nonzero().squeeze(-1)
         tokens = req.ids + generated[:-1]
         if len(where) != len(tokens):  # the layout is not what this code assumes: store nothing
+            self.prefix.release(req.session)
+            return
+        per_token = sum(2 * layer.keys.shape[1] * layer.keys.shape[-1] * layer.keys.element_size()
+                        for layer in cache.layers)
+        if not self.prefix.admits(req.session, per_token * len(tokens), self.weights_id):
             return
         keys = [layer.keys[row].index_select(1, where) for layer in cache.layers]
         values = [layer.values[row].index_select(1, where) for layer in cache.layers]

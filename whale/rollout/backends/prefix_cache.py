@@ -60,17 +60,25 @@ class PrefixCache:
         self.reused_tokens += n
         return entry
 
-    def put(self, session: str, entry: Entry) -> None:
+    def admits(self, session: str, nbytes: int, weights_id: str) -> bool:
+        """Whether an entry of ``nbytes`` for ``session`` would be kept: asked before the keys and
+        values are copied out of a batch, so a refused entry costs no copy. The session's old entry
+        is dropped either way (the new one supersedes it), and entries under other weights go
+        first when room is short."""
         self.release(session)
-        if self.used + entry.nbytes > self.budget:
-            for stale in [s for s, e in self.entries.items() if e.weights_id != entry.weights_id]:
+        if self.used + nbytes > self.budget:
+            for stale in [s for s, e in self.entries.items() if e.weights_id != weights_id]:
                 self.release(stale)
                 self.evicted += 1
-        if self.used + entry.nbytes > self.budget:
+        if self.used + nbytes > self.budget:
             self.refused += 1
-            return
-        self.entries[session] = entry
-        self.used += entry.nbytes
+            return False
+        return True
+
+    def put(self, session: str, entry: Entry) -> None:
+        if self.admits(session, entry.nbytes, entry.weights_id):
+            self.entries[session] = entry
+            self.used += entry.nbytes
 
     def release(self, session: str) -> None:
         old = self.entries.pop(session, None)
