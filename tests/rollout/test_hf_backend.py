@@ -68,7 +68,8 @@ def test_a_token_bounded_batch_gives_the_tokens_of_the_cache_free_reference(vari
     backend = TransformersBackend(str(varied_model_dir), max_batch=8, max_batch_tokens=60)
     sizes = []
     run = backend._batch
-    monkeypatch.setattr(backend, "_batch", lambda reqs, sampling: sizes.append(len(reqs)) or run(reqs, sampling))
+    monkeypatch.setattr(backend, "_batch",
+                        lambda reqs, past, sampling: sizes.append(len(reqs)) or run(reqs, past, sampling))
     tok = backend.tokenizer
     texts = ["The river flows", "Question: who founded the society in the old town by the sea?", "x", "Compute"]
     reqs = [GenRequest(tok.encode(t), 12, seed=i, stop=[]) for i, t in enumerate(texts)]
@@ -130,9 +131,9 @@ def test_rows_that_reuse_a_past_are_batched_apart_from_rows_that_prefill(varied_
                 if seen.index(session) % 2 == 0:
                     put(session, entry)
 
-            def recorded(reqs, sampling):
-                record.append({backend.prefix.reusable(r.session, r.ids, backend.weights_id) for r in reqs})
-                return batch(reqs, sampling)
+            def recorded(reqs, past, sampling):
+                record.append({entry is not None for entry in past})
+                return batch(reqs, past, sampling)
 
             monkeypatch.setattr(backend.prefix, "put", put_some)
             monkeypatch.setattr(backend, "_batch", recorded)

@@ -12,4 +12,4 @@ def run(args, settings) -> None:
     from whale.report import write_report
 
     html = write_report(args.runs, args.out, args.run)
-    print(f"wrote {html} (PNGs, metrics.json, curves.csv beside it)")
+    print(f"wrote {html} (PNGs, metrics.json, curves.csv, steps.csv beside it)")

@@ -133,20 +133,21 @@ class TransformersBackend(Backend):
         # Rows that reuse a past and rows that prefill everything go in separate batches: a batch
         # holding both lays out the longest reused past beside the longest full prompt, so every
         # row attends over both, and the reusing rows save nothing on the prefill.
-        hit = [self.prefix.enabled and self.prefix.reusable(r.session, r.ids, self.weights_id) for r in requests]
-        for group in ([i for i, h in enumerate(hit) if h], [i for i, h in enumerate(hit) if not h]):
+        past = [self.prefix.lookup(r.session, r.ids, self.weights_id) if self.prefix.enabled else None
+                for r in requests]
+        for group in ([i for i, e in enumerate(past) if e], [i for i, e in enumerate(past) if not e]):
             lengths = [len(requests[i].ids) + requests[i].max_new_tokens for i in group]
             for chunk in batches(lengths, self.max_batch, self.max_batch_tokens):
                 rows = [group[j] for j in chunk]
-                for i, res in zip(rows, self._batch([requests[i] for i in rows], sampling), strict=False):
+                results = self._batch([requests[i] for i in rows], [past[i] for i in rows], sampling)
+                for i, res in zip(rows, results, strict=True):
                     out[i] = res
         if was_training:
             self.model.train()
         return out
 
-    def _batch(self, reqs: list[GenRequest], sampling: Sampling) -> list[GenResult]:
-        past = [self.prefix.lookup(r.session, r.ids, self.weights_id) if self.prefix.enabled else None
-                for r in reqs]
+    def _batch(self, reqs: list[GenRequest], past: list[Entry | None], sampling: Sampling) -> list[GenResult]:
+        """One batch of requests; ``past``: each one's reused keys and values, or None."""
         done = [len(e.ids) if e else 0 for e in past]  # tokens whose keys and values are reused
         n, held, width = len(reqs), max(done), max(len(r.ids) - d for r, d in zip(reqs, done, strict=True))
         # Row layout: [pad | reused past] [pad | new tokens]; left padding in each part keeps every

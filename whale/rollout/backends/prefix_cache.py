@@ -43,19 +43,13 @@ class PrefixCache:
     def enabled(self) -> bool:
         return self.budget > 0
 
-    def reusable(self, session: str | None, ids: list[int], weights_id: str) -> bool:
-        """Whether ``lookup`` would hit (counts nothing)."""
-        entry = self.entries.get(session) if session else None
-        n = len(entry.ids) if entry else 0
-        return entry is not None and entry.weights_id == weights_id and 0 < n < len(ids) and ids[:n] == entry.ids
-
     def lookup(self, session: str | None, ids: list[int], weights_id: str) -> Entry | None:
         """The stored entry of ``session`` when it is a proper prefix of ``ids`` under these weights."""
-        if not self.reusable(session, ids, weights_id):
+        entry = self.entries.get(session) if session else None
+        n = len(entry.ids) if entry else 0
+        if entry is None or entry.weights_id != weights_id or not 0 < n < len(ids) or ids[:n] != entry.ids:
             self.misses += bool(session)
             return None
-        entry = self.entries[session]
-        n = len(entry.ids)
         self.hits += 1
         self.reused_tokens += n
         return entry
