@@ -235,3 +235,31 @@ def test_two_real_steps_on_smollm(smollm_dir, rollouts, tmp_path):
     assert [o.optimizer_steps for o in outs] == [1, 1]
     assert token_mean_nll(trainer, rollouts) < loss_before
     assert save_checkpoint(trainer, checkpoint_dir(tmp_path, 2)) != weights_id(smollm_dir)
+
+
+STEP_IN_A_PROCESS = """
+import pickle, sys, torch
+from whale.model import model_weights_id
+from whale.train.rsft import RSFTConfig, RSFTTrainer
+model_dir, data, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.set_num_threads(threads)
+trainer = RSFTTrainer(model_dir, RSFTConfig(lr=1e-3, mini_batch=4, micro_batch=2, max_seq_len=512, seed=7))
+rollouts = pickle.load(open(data, "rb"))
+losses = [trainer.step(rollouts).loss for _ in range(2)]
+print(repr(losses), model_weights_id(trainer.model))
+"""
+
+
+def test_the_same_steps_give_the_same_weights_in_another_process_and_thread_count(tiny_model_dir, rollouts,
+                                                                                  tmp_path):
+    """Same seed, same data: bit-identical weights, whatever the process or the number of threads."""
+    import pickle
+    import subprocess
+    import sys
+
+    data = tmp_path / "rollouts.pkl"
+    data.write_bytes(pickle.dumps(rollouts))
+    outs = [subprocess.run([sys.executable, "-c", STEP_IN_A_PROCESS, str(tiny_model_dir), str(data), str(threads)],
+                           capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            for threads in (1, 2)]
+    assert outs[0] == outs[1], outs
