@@ -115,6 +115,50 @@ def test_program_then_answer_runs_the_program_and_boxes_its_output(tmp_path, tok
     assert (r.reward, r.formatted) == (1.0, True)
 
 
+class ChoosingMath(Backend):
+    """Writes ``program`` on a code turn; on the answer turn records the choices and picks ``pick``."""
+
+    weights_id = "scripted"
+
+    def __init__(self, tokenizer, program: str, pick: str):
+        self.tokenizer, self.program, self.pick = tokenizer, program, pick
+        self.offered: list[list[str] | None] = []
+
+    def generate(self, requests, sampling):
+        out = []
+        for req in requests:
+            answering = self.tokenizer.decode(req.ids).endswith("\\boxed{")
+            if answering:
+                self.offered.append(req.choices)
+            text = self.pick if answering else self.program + "\n```"
+            out.append(GenResult(self.tokenizer.encode(text, add_special_tokens=False), "stop"))
+        return out
+
+
+@pytest.mark.parametrize(("program", "offered"), [
+    ("print(2 * 3)\nprint('done after', 100, 'steps')", [["100}", "6}"]]),
+    ("print(6 / 0)", [None]),  # a program that failed offers nothing to choose: the answer is free
+])
+def test_printed_choices_offer_the_integers_a_program_printed_last_first(tmp_path, tokenizer, program, offered):
+    domain = get_domain("math_reasoning", str(tmp_path))
+    example = domain.generate({"weight": 0, "harness": 1, "test": 0}, seed=0)["harness"][0]
+    example = type(example)(example.id, example.split, example.public, {"answer": 6})
+    source = edited("math_reasoning", "printed_choices", PROGRAM)
+    backend = ChoosingMath(tokenizer, program, "6}")
+    [r] = Engine(backend, domain, Sampling()).run(source, [example], k=1, seed=0, progress=False)
+    assert backend.offered == offered
+    assert r.error is None and r.messages[-1]["content"] == "\\boxed{6}" and r.reward == 1.0
+    assert static_violations(source) == []
+
+
+def test_worked_examples_show_short_programs_before_the_question():
+    source = edited("math_reasoning", "worked_examples", PROGRAM)
+    [prompt] = hooks(source, [("start", {"question": "What is 12 * 12?"})])
+    text = prompt.messages[-1]["content"]
+    assert text.index("print(max(n for n in range(10, 100)") < text.index("Now the question.\nWhat is 12 * 12?")
+    assert prompt.prefix == "```python\n" and static_violations(source) == []
+
+
 # --- the source edits themselves ---------------------------------------------------------------
 
 def test_class_constants_are_edited_in_place_or_layered_when_inherited():
