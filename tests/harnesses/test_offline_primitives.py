@@ -151,14 +151,6 @@ def test_printed_choices_offer_the_integers_a_program_printed_last_first(tmp_pat
     assert static_violations(source) == []
 
 
-def test_worked_examples_show_short_programs_before_the_question():
-    source = edited("math_reasoning", "worked_examples", PROGRAM)
-    [prompt] = hooks(source, [("start", {"question": "What is 12 * 12?"})])
-    text = prompt.messages[-1]["content"]
-    assert text.index("print(max(n for n in range(10, 100)") < text.index("Now the question.\nWhat is 12 * 12?")
-    assert prompt.prefix == "```python\n" and static_violations(source) == []
-
-
 # --- the source edits themselves ---------------------------------------------------------------
 
 def test_class_constants_are_edited_in_place_or_layered_when_inherited():

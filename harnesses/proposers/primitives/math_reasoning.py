@@ -1,6 +1,6 @@
-"""math_reasoning primitives: ask for a program and relay its output, show worked examples of
-short programs, repair failed programs, lenient code extraction, answer by choosing among the
-integers the program printed, and ending on a turn that already holds the boxed answer.
+"""math_reasoning primitives: ask for a program and relay its output, repair failed programs,
+lenient code extraction, answer by choosing among the integers the program printed, and ending on
+a turn that already holds the boxed answer.
 
 Facts used (domains/math_reasoning/notes.md): the verifier reads the last assistant message
 only and wants ``\\boxed{<integer>}``; ``Call("python", {"code": ...})`` extracts the first
@@ -10,7 +10,7 @@ fenced block itself (an unclosed fence included); observations are
 from __future__ import annotations
 
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer, more_turns
-from harnesses.proposers.primitives.edit import class_constant, quote
+from harnesses.proposers.primitives.edit import class_constant
 
 BOXED = r"\\boxed\{\s*[+-]?[0-9][0-9,]*\s*\}"
 
@@ -124,32 +124,6 @@ def answer_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
         ''', ("re", "Call", "Finish"), boxed=f'r"{BOXED}"')
 
 
-# Generic questions, none of the generated splits' kinds: the examples show the shape of a program
-# (short, no input(), the answer printed last), not how to solve the problems at hand.
-WORKED = (
-    ("What is the largest two-digit multiple of 7?", "print(max(n for n in range(10, 100) if n % 7 == 0))"),
-    ("In how many ways can 3 books be chosen from 8?", "import math\nprint(math.comb(8, 3))"),
-)
-
-
-def worked_examples(source: str, info: DomainInfo, p: Primitive) -> Edit:
-    shown = "".join(f"Question: {q}\n```python\n{code}\n```\n\n" for q, code in WORKED)
-    return layer(source, p, r'''
-        worked_text = $shown
-
-        def start(self, observation):
-            prompt = super().start(observation)
-            messages = [dict(m) for m in prompt.messages]
-            users = [m for m in messages if m["role"] == "user"]
-            if not users:
-                return prompt
-            # a small model copies the shape of the programs it is shown: short, printing the answer
-            users[-1]["content"] = ("Examples of short programs that print the answer:\n\n" + self.worked_text
-                                    + "Now the question.\n" + users[-1]["content"])
-            return dataclasses.replace(prompt, messages=messages)
-        ''', ("dataclasses",), shown=quote(shown))
-
-
 def printed_choices(source: str, info: DomainInfo, p: Primitive) -> Edit:
     return layer(source, p, r'''
         printed_number = re.compile(r"-?[0-9]+")
@@ -175,9 +149,6 @@ PRIMITIVES = (
               "corrected retry before the answer turn", ("tool_error",), 0.9, fix_on_error),
     Primitive("lenient_code", "parsing", "programs written in other fences (```py, bare ```) are "
               "run instead of ending the episode", ("no_tool", "wrong"), 0.5, lenient_code),
-    Primitive("worked_examples", "prompt", "two worked examples of short programs that print the "
-              "answer: a small model copies their shape instead of writing long, unfinished code",
-              ("truncated", "tool_error", "wrong"), 0.9, worked_examples),
     Primitive("printed_choices", "parsing", "the answer turn chooses among the integers the "
               "program printed: a right program's result cannot be miscopied into the box",
               ("wrong",), 1.0, printed_choices),
