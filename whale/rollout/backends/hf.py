@@ -141,7 +141,9 @@ class TransformersBackend(Backend):
                 rows = [group[j] for j in chunk]
                 results = self._batch([requests[i] for i in rows], [past[i] for i in rows], sampling)
                 for i, res in zip(rows, results, strict=True):
-                    out[i] = res
+                    # a finished row's new entry replaces its old one: let the old one go now, not
+                    # after the last batch, or the cache's memory doubles during a call
+                    out[i], past[i] = res, None
         if was_training:
             self.model.train()
         return out
