@@ -151,6 +151,18 @@ def test_printed_choices_offer_the_integers_a_program_printed_last_first(tmp_pat
     assert static_violations(source) == []
 
 
+def test_printed_choices_earn_nothing_under_the_null_policy(tmp_path, tokenizer):
+    """Without the model there is no program that runs, so nothing to choose from: the choice
+    cannot turn into a reward the model did not earn."""
+    from whale.rollout.backends.null import NullBackend
+
+    domain = get_domain("math_reasoning", str(tmp_path))
+    examples = domain.generate({"weight": 0, "harness": 8, "test": 0}, seed=0)["harness"]
+    source = edited("math_reasoning", "printed_choices", PROGRAM)
+    null = Engine(NullBackend(tokenizer), domain, Sampling()).run(source, examples, k=2, seed=1, progress=False)
+    assert all(r.error is None for r in null) and sum(r.reward for r in null) == 0
+
+
 # --- the source edits themselves ---------------------------------------------------------------
 
 def test_class_constants_are_edited_in_place_or_layered_when_inherited():
