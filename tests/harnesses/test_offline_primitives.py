@@ -88,39 +88,12 @@ def test_layers_copy_what_they_change_so_shared_prompts_do_not_leak_between_epis
 
 
 class ScriptedMath(Backend):
-    """A stand-in model for the program flow: code on the code turn, digits on the answer turn."""
+    """A stand-in model for the program flow: ``program`` on a code turn, ``pick`` on the answer
+    turn (after "\\boxed{"), whose choices it records."""
 
     weights_id = "scripted"
 
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def generate(self, requests, sampling):
-        out = []
-        for req in requests:
-            context = self.tokenizer.decode(req.ids)
-            text = "6}" if context.endswith("\\boxed{") else "print(2 * 3)\n```"
-            out.append(GenResult(self.tokenizer.encode(text, add_special_tokens=False), "stop"))
-        return out
-
-
-def test_program_then_answer_runs_the_program_and_boxes_its_output(tmp_path, tokenizer):
-    domain = get_domain("math_reasoning", str(tmp_path))
-    example = domain.generate({"weight": 0, "harness": 1, "test": 0}, seed=0)["harness"][0]
-    example = type(example)(example.id, example.split, example.public, {"answer": 6})
-    source = edited("math_reasoning", "program_then_answer", MATH)
-    [r] = Engine(ScriptedMath(tokenizer), domain, Sampling()).run(source, [example], k=1, seed=0, progress=False)
-    assert r.error is None and r.stop_reason == "answered" and r.turns == 2
-    assert r.messages[-1]["content"] == "\\boxed{6}" and "The program printed:\n6" in r.messages[-2]["content"]
-    assert (r.reward, r.formatted) == (1.0, True)
-
-
-class ChoosingMath(Backend):
-    """Writes ``program`` on a code turn; on the answer turn records the choices and picks ``pick``."""
-
-    weights_id = "scripted"
-
-    def __init__(self, tokenizer, program: str, pick: str):
+    def __init__(self, tokenizer, program: str = "print(2 * 3)", pick: str = "6}"):
         self.tokenizer, self.program, self.pick = tokenizer, program, pick
         self.offered: list[list[str] | None] = []
 
@@ -135,16 +108,30 @@ class ChoosingMath(Backend):
         return out
 
 
+def answer_is_6(tmp_path):
+    """The math domain and one harness-split problem whose gold answer is set to 6."""
+    domain = get_domain("math_reasoning", str(tmp_path))
+    example = domain.generate({"weight": 0, "harness": 1, "test": 0}, seed=0)["harness"][0]
+    return domain, type(example)(example.id, example.split, example.public, {"answer": 6})
+
+
+def test_program_then_answer_runs_the_program_and_boxes_its_output(tmp_path, tokenizer):
+    domain, example = answer_is_6(tmp_path)
+    source = edited("math_reasoning", "program_then_answer", MATH)
+    [r] = Engine(ScriptedMath(tokenizer), domain, Sampling()).run(source, [example], k=1, seed=0, progress=False)
+    assert r.error is None and r.stop_reason == "answered" and r.turns == 2
+    assert r.messages[-1]["content"] == "\\boxed{6}" and "The program printed:\n6" in r.messages[-2]["content"]
+    assert (r.reward, r.formatted) == (1.0, True)
+
+
 @pytest.mark.parametrize(("program", "offered"), [
     ("print(2 * 3)\nprint('done after', 100, 'steps')", [["100}", "6}"]]),
     ("print(6 / 0)", [None]),  # a program that failed offers nothing to choose: the answer is free
 ])
 def test_printed_choices_offer_the_integers_a_program_printed_last_first(tmp_path, tokenizer, program, offered):
-    domain = get_domain("math_reasoning", str(tmp_path))
-    example = domain.generate({"weight": 0, "harness": 1, "test": 0}, seed=0)["harness"][0]
-    example = type(example)(example.id, example.split, example.public, {"answer": 6})
+    domain, example = answer_is_6(tmp_path)
     source = edited("math_reasoning", "printed_choices", PROGRAM)
-    backend = ChoosingMath(tokenizer, program, "6}")
+    backend = ScriptedMath(tokenizer, program)
     [r] = Engine(backend, domain, Sampling()).run(source, [example], k=1, seed=0, progress=False)
     assert backend.offered == offered
     assert r.error is None and r.messages[-1]["content"] == "\\boxed{6}" and r.reward == 1.0
