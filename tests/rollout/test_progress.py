@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 from whale.rollout.progress import Progress
 
@@ -67,3 +68,22 @@ def test_terminal_gets_a_bar_and_disabled_gets_nothing():
     p.update(4, 1)
     p.close()
     assert quiet.getvalue() == ""
+
+
+def test_a_long_turn_in_a_log_file_writes_lines_while_it_generates():
+    stream = io.StringIO()
+    p = Progress(64, "test c0-start", stream=stream, every_s=0.05)
+    p.update(0, 0)
+    p.generating(64)
+    deadline = time.monotonic() + 10
+    while "generating" not in stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    p.update(10, 1)  # the turn ended: its heartbeat stops
+    written = len(stream.getvalue().splitlines())
+    time.sleep(0.2)
+    p.close()
+    lines = stream.getvalue().splitlines()
+    assert "test c0-start: 0/64 episodes finished after 0 turn(s), turn 1 generating for 64 episode(s)" in lines[0]
+    assert all("generating" not in line for line in lines[written:])
+    assert lines[-1].split(" - ")[1].startswith("test c0-start: 10/64 episodes finished after 1 turn(s), ")
+    assert p.beat is None

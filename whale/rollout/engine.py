@@ -116,6 +116,7 @@ class Engine:
             released.update(over)
             if not live:
                 return
+            bar.generating(len(live))
             self._generate([episodes[i] for i in live])
             turns += 1
             acts = sandbox.calls([(i, "act", episodes[i].messages[-1]["content"]) for i in live if episodes[i].live])
