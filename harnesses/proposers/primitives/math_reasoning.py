@@ -10,7 +10,7 @@ fenced block itself (an unclosed fence included); observations are
 from __future__ import annotations
 
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer, more_turns
-from harnesses.proposers.primitives.edit import class_constant
+from harnesses.proposers.primitives.edit import class_constant, quote, raw
 
 BOXED = r"\\boxed\{\s*[+-]?[0-9][0-9,]*\s*\}"
 
@@ -61,9 +61,10 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
             text = (f"The program printed:\n{output}\n\n"
                     "What is the final answer? Write it as an integer in \\boxed{}.")
             # the answer turn continues "\boxed{" and stops at "}": the box is always closed
-            return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=16, stop=["}"],
-                          prefix="\\boxed{")
-        ''', ("dataclasses", "Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2))
+            return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=$tokens, stop=[$stop],
+                          prefix=$prefix)
+        ''', ("dataclasses", "Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2),
+        prefix=quote(info.answer_prefix), stop=quote(info.answer_stop), tokens=info.answer_tokens)
 
 
 def fix_on_error(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -107,7 +108,7 @@ def lenient_code(source: str, info: DomainInfo, p: Primitive) -> Edit:
                     and self.lenient_fence.search(completion) and not self.lenient_answer.search(completion)):
                 return Call("python", {"code": completion})
             return action
-        ''', ("re", "Call", "Finish"), boxed=f'r"{BOXED}"')
+        ''', ("re", "Call", "Finish"), boxed=raw(info.answer_pattern))
 
 
 def answer_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -121,7 +122,7 @@ def answer_first(source: str, info: DomainInfo, p: Primitive) -> Edit:
             if isinstance(action, Call) and self.answer_first_box.search(completion):
                 return Finish()
             return action
-        ''', ("re", "Call", "Finish"), boxed=f'r"{BOXED}"')
+        ''', ("re", "Call", "Finish"), boxed=raw(info.answer_pattern))
 
 
 def printed_choices(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -134,11 +135,11 @@ def printed_choices(source: str, info: DomainInfo, p: Primitive) -> Edit:
             numbers = list(dict.fromkeys(reversed(self.printed_number.findall(printed))))[:16]
             # the answer turn chooses among the integers a program that ran printed, the last one
             # first: the model earns the reward by writing the program, and cannot miscopy its result
-            if isinstance(action, Prompt) and action.prefix.endswith("\\boxed{") and numbers:
-                return dataclasses.replace(action, prefix="\\boxed{", stop=[],
-                                           choices=[n + "}" for n in numbers])
+            if isinstance(action, Prompt) and action.prefix.endswith($prefix) and numbers:
+                return dataclasses.replace(action, prefix=$prefix, stop=[],
+                                           choices=[n + $stop for n in numbers])
             return action
-        ''', ("re", "dataclasses", "Prompt"))
+        ''', ("re", "dataclasses", "Prompt"), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop))
 
 
 PRIMITIVES = (
