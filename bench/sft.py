@@ -3,7 +3,9 @@
     .venv/bin/python bench/sft.py [--model data/model] [--rollouts 8] [--tokens 260] [--steps 3]
 
 With ``--compare-trl`` a second trainer with TRL's own loss (its fused LM head) steps on the same
-rollouts, alternating with the first, and the ratio is printed.
+rollouts, alternating with the first, and the ratio is printed. ``--compare-compile`` does the same
+with a trainer whose model runs through ``torch.compile`` (dynamic shapes); its first step carries
+the compilation, printed as ``compile_s``.
 
 Builds ``--rollouts`` two-turn ChatML tool episodes of about ``--tokens`` tokens each (prompt and
 observation masked out, both assistant turns trained), then times ``RSFTTrainer.step`` on them.
@@ -79,6 +81,8 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=0.0, help="rollout lengths vary by this share")
     parser.add_argument("--compare-trl", action="store_true",
                         help="also time TRL's own loss on a second trainer, alternating steps (peak RSS is then both)")
+    parser.add_argument("--compare-compile", action="store_true",
+                        help="also time a trainer whose model is torch.compile'd, alternating steps")
     args = parser.parse_args()
 
     from trl import SFTTrainer
@@ -97,6 +101,12 @@ def main() -> None:
         trl = RSFTTrainer(args.model, config)
         trl.trainer.compute_loss = SFTTrainer.compute_loss.__get__(trl.trainer)
         trainers["trl_fused"] = trl
+    if args.compare_compile:
+        import torch
+
+        compiled = RSFTTrainer(args.model, config)
+        compiled.trainer.model_wrapped = torch.compile(compiled.trainer.model_wrapped, dynamic=True)
+        trainers["compiled"] = compiled
     rollouts = build_rollouts(trainers["target_rows"].tokenizer, args.rollouts, args.tokens, seed=0,
                               spread=args.spread)
     steps = {name: [] for name in trainers}
@@ -133,6 +143,10 @@ def main() -> None:
         out["speedup_vs_trl_fused"] = round(variants["trl_fused"]["s_per_step"] / out["s_per_step"], 2)
         out["cpu_ratio_vs_trl_fused"] = round(sum(cpu["trl_fused"][1:] or cpu["trl_fused"])
                                               / sum(cpu["target_rows"][1:] or cpu["target_rows"]), 2)
+    if args.compare_compile:
+        out["compiled"] = variants["compiled"]
+        out["compile_s"] = round(variants["compiled"]["step_s"][0] - variants["target_rows"]["step_s"][0], 1)
+        out["speedup_compiled"] = round(out["s_per_step"] / variants["compiled"]["s_per_step"], 2)
     print(json.dumps(out))
 
 
