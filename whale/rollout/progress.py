@@ -39,6 +39,7 @@ class Progress:
 
     def generating(self, live: int) -> None:
         """A turn of ``live`` episodes starts; it ends at the next ``update`` or ``close``."""
+        self._end_turn()
         self.live = live
         if self.plain:
             stop = threading.Event()
@@ -62,12 +63,13 @@ class Progress:
             self._line()
 
     def _end_turn(self) -> None:
-        self.live = 0
+        # the heartbeat stops before the turn's state is cleared, so it never writes a half-updated line
         if self.beat is not None:
             thread, stop = self.beat
             stop.set()
             thread.join()
             self.beat = None
+        self.live = 0
 
     def _heartbeat(self, stop: threading.Event) -> None:
         while not stop.wait(self.every_s):
