@@ -33,7 +33,8 @@ class Progress:
         tty = enabled and _isatty(self.stream)
         self.bar = tqdm(total=total, desc=desc, leave=False, file=self.stream) if tty else None
         self.plain = enabled and not tty
-        self.lock = threading.Lock()
+        # The heartbeat thread is the only writer while a turn runs: update, close and the next
+        # turn join it first, so lines are never written from two threads at once.
         self.live = 0  # episodes of the turn being generated, 0 between turns
         self.beat: tuple[threading.Thread, threading.Event] | None = None
 
@@ -77,15 +78,14 @@ class Progress:
                 self._line()
 
     def _line(self) -> None:
-        with self.lock:
-            now = self.clock()
-            self.last, self.lines = now, self.lines + 1
-            turn = f", turn {self.turn + 1} generating for {self.live} episode(s)" if self.live else ""
-            self.shown = None if self.live else (self.done, self.turn)
-            stamp = time.strftime("%H:%M:%S")
-            self.stream.write(f"{stamp} | INFO    | whale - {self.desc}: {self.done}/{self.total} episodes "
-                              f"finished after {self.turn} turn(s){turn}, {(now - self.started) / 60:.1f} min\n")
-            self.stream.flush()
+        now = self.clock()
+        self.last, self.lines = now, self.lines + 1
+        turn = f", turn {self.turn + 1} generating for {self.live} episode(s)" if self.live else ""
+        self.shown = None if self.live else (self.done, self.turn)
+        stamp = time.strftime("%H:%M:%S")
+        self.stream.write(f"{stamp} | INFO    | whale - {self.desc}: {self.done}/{self.total} episodes "
+                          f"finished after {self.turn} turn(s){turn}, {(now - self.started) / 60:.1f} min\n")
+        self.stream.flush()
 
 
 def _isatty(stream: TextIO) -> bool:
