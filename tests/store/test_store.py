@@ -71,8 +71,10 @@ def test_the_writer_publishes_a_snapshot_and_removes_it_when_it_closes(tmp_path)
         assert con.execute("SELECT split, rollouts FROM ledger").fetchall() == [("harness", 2)]
     finally:
         con.close()
-    quiet = Store(tmp_path / "quiet" / "rollouts.duckdb")  # the default interval: nothing yet
-    quiet.insert_rollouts([_rollout(0)])
+    quiet = Store(tmp_path / "quiet" / "rollouts.duckdb")  # the default interval
+    quiet.insert_rollouts([_rollout(0)])  # the first write publishes at once
+    (tmp_path / "quiet" / "snapshot.duckdb").unlink()
+    quiet.insert_rollouts([_rollout(1)])  # within the interval: nothing
     assert not (tmp_path / "quiet" / "snapshot.duckdb").exists()
     quiet.close()
     store.close()

@@ -3,8 +3,8 @@
 One file per run (``runs/<run_id>/rollouts.duckdb``) and one writer: the orchestrating process.
 Readers (the proposer's SQL tool, ``whale sql``, reports) open read-only connections. DuckDB lets
 no other process open a file while its writer holds it, so the writer also publishes a copy,
-``snapshot.duckdb``, every half minute or so; readers fall back to it while the run is going and
-the writer deletes it when it closes.
+``snapshot.duckdb``, at its first write and then every half minute or so; readers fall back to it
+while the run is going and the writer deletes it when it closes.
 Bulk inserts go through Arrow; ``executemany`` is two thousand times slower.
 """
 from __future__ import annotations
@@ -127,7 +127,9 @@ class Store:
         self.path = Path(path)
         self.read_only = read_only
         self.snapshot_every_s = snapshot_every_s
-        self._snapshot_due = time.monotonic() + snapshot_every_s
+        # the first write publishes at once: a reader sees a new or resumed run right away, not after
+        # its first unit of rollouts (a math run's start evaluation is half an hour on CPU)
+        self._snapshot_due = time.monotonic()
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(self.path), read_only=read_only)
