@@ -5,7 +5,11 @@
 With ``--compare-trl`` a second trainer with TRL's own loss (its fused LM head) steps on the same
 rollouts, alternating with the first, and the ratio is printed. ``--compare-compile`` does the same
 with a trainer whose model runs through ``torch.compile`` (dynamic shapes); its first step carries
-the compilation, printed as ``compile_s``.
+the compilation, printed as ``compile_s``. ``--floor`` also times, in the same run, the step's
+linear-layer matrix multiplies alone (``floor_s``): every ``nn.Linear`` of the model on the padded
+micro-batches, forward and both backward products, plus the LM head on the target rows. No
+trainer can step faster on this machine without fewer FLOPs, so ``s_per_step / floor_s`` says how
+much any schedule, fusion or kernel could still win.
 
 Builds ``--rollouts`` two-turn ChatML tool episodes of about ``--tokens`` tokens each (prompt and
 observation masked out, both assistant turns trained), then times ``RSFTTrainer.step`` on them.
@@ -68,6 +72,35 @@ def padding(rollouts, order: list[int], mini: int, micro: int, by_length: bool) 
     return round(padded / real - 1, 3)
 
 
+def linear_floor(model, micro_tokens: list[int], target_rows: int, repeats: int = 3) -> float:
+    """Seconds of the matrix multiplies of one step's linear layers alone: for each micro-batch of
+    ``micro_tokens`` padded positions, every ``nn.Linear`` but the head (forward ``x W``, backward
+    ``g W^T`` and ``x^T g``), and the tied head on ``target_rows`` rows; the fastest of ``repeats``."""
+    import torch
+
+    shapes: dict[tuple[int, int], int] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head"):
+            shapes[module.weight.shape[1], module.weight.shape[0]] = shapes.get(
+                (module.weight.shape[1], module.weight.shape[0]), 0) + 1
+    head = model.get_output_embeddings().weight.shape  # [vocab, hidden]
+    work = [(t, n_in, n_out, count) for t in micro_tokens for (n_in, n_out), count in shapes.items()]
+    work.append((target_rows, head[1], head[0], 1))
+
+    def once() -> float:
+        total = 0.0
+        for t, n_in, n_out, count in work:
+            x, w, g = torch.randn(t, n_in), torch.randn(n_in, n_out), torch.randn(t, n_out)
+            start = time.perf_counter()
+            for _ in range(count):
+                x @ w, g @ w.T, x.T @ g
+            total += time.perf_counter() - start
+        return total
+
+    with torch.no_grad():
+        return min(once() for _ in range(repeats))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="data/model")
@@ -83,6 +116,8 @@ def main() -> None:
                         help="also time TRL's own loss on a second trainer, alternating steps (peak RSS is then both)")
     parser.add_argument("--compare-compile", action="store_true",
                         help="also time a trainer whose model is torch.compile'd, alternating steps")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time the step's linear-layer matrix multiplies alone (the FLOP floor)")
     args = parser.parse_args()
 
     from trl import SFTTrainer
@@ -147,6 +182,13 @@ def main() -> None:
         out["compiled"] = variants["compiled"]
         out["compile_s"] = round(variants["compiled"]["step_s"][0] - variants["target_rows"]["step_s"][0], 1)
         out["speedup_compiled"] = round(out["s_per_step"] / variants["compiled"]["s_per_step"], 2)
+    if args.floor:
+        lengths = sorted(len(r.token_ids) for r in rollouts)  # the trainer cuts micro-batches sorted by length
+        micro = [max(part) * len(part) for part in (lengths[i:i + args.micro_batch]
+                                                    for i in range(0, len(lengths), args.micro_batch))]
+        model = trainers["target_rows"].trainer.model
+        out["floor_s"] = round(linear_floor(model, micro, first.tokens), 2)
+        out["step_over_floor"] = round(out["s_per_step"] / out["floor_s"], 2)
     print(json.dumps(out))
 
 
