@@ -9,6 +9,11 @@ through ``OpenAIBackend`` against a loopback ``whale serve``.
 
     python bench/engine.py                               # SmolLM2 at data/model, 32 x 64 tokens
     python bench/engine.py --prompts 8 --new-tokens 16   # quick
+    python bench/engine.py --prompts 128 --no-per-episode --max-batch 32,64,128  # batch size sweep
+
+``--max-batch`` also runs the batched path with the backend's ``max_batch`` at each value on the
+same requests, alternating, so the batch sizes share the machine's load: on a CPU, decoding one
+token per row reads every weight once per step, so larger batches may pay off until compute binds.
 """
 from __future__ import annotations
 
@@ -124,6 +129,23 @@ def over_http(model_dir: str, requests: list[GenRequest], sampling: Sampling, dt
         server.stop()
 
 
+def sweep(backend: TransformersBackend, requests: list[GenRequest], sampling: Sampling, sizes: list[int]) -> dict:
+    """tok/s of the batched path at each ``max_batch``, two passes in alternation (the best counts)."""
+    runs: dict[int, list[float]] = {size: [] for size in sizes}
+    for _ in range(2):
+        for size in sizes:
+            backend.max_batch = size
+            wall, _, n = batched(backend, requests, sampling)
+            runs[size].append(round(n / wall, 1))
+    backend.max_batch = len(requests)
+    out = {str(size): {"tok_per_s": tps, "best_over_first": round(max(tps) / max(runs[sizes[0]]), 2)}
+           for size, tps in runs.items()}
+    for size, r in out.items():
+        print(f"max_batch {size:>4s}: {r['tok_per_s']} tok/s, {r['best_over_first']}x max_batch {sizes[0]}",
+              flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="data/model")
@@ -138,6 +160,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--http", action="store_true", help="also measure OpenAIBackend against a loopback whale serve")
     ap.add_argument("--no-per-episode", action="store_true",
                     help="skip the per-episode generate loop (hours for hundreds of prompts on a GPU)")
+    ap.add_argument("--max-batch", default="",
+                    help="comma-separated max_batch values: also time the batched path at each (two passes)")
     ap.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args(argv)
     if args.threads:
@@ -164,6 +188,8 @@ def main(argv: list[str] | None = None) -> dict:
                             "tok_per_s": round(n / wall, 1), "tok_per_cpu_s": round(n / cpu, 1)}
         print(f"{name:12s} {n:6d} tokens  wall {wall:8.2f} s {r['tok_per_s']:7.1f} tok/s"
               f"  cpu {cpu:8.2f} s {r['tok_per_cpu_s']:7.1f} tok/cpu-s", flush=True)
+    if args.max_batch:
+        report["max_batch"] = sweep(backend, requests, sampling, [int(v) for v in args.max_batch.split(",")])
     bound = report["forward_bound"]
     report["bound_over_engine"] = round(bound["tok_per_s"] / report["batched"]["tok_per_s"], 2)
     print(f"forward bound / engine: {report['bound_over_engine']}x tok/s (the engine's distance from "
