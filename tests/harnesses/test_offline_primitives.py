@@ -127,6 +127,8 @@ def test_program_then_answer_runs_the_program_and_boxes_its_output(tmp_path, tok
 @pytest.mark.parametrize(("program", "offered"), [
     ("print(2 * 3)\nprint('done after', 100, 'steps')", [["100}", "6}"]]),
     ("print(6 / 0)", [None]),  # a program that failed offers nothing to choose: the answer is free
+    # 2**2000 has 603 digits, past the contract's cap on a choice: left out, not a broken harness
+    ("print(2 ** 2000)\nprint(2 * 3)", [["6}"]]),
 ])
 def test_printed_choices_offer_the_integers_a_program_printed_last_first(tmp_path, tokenizer, program, offered):
     domain, example = answer_is_6(tmp_path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from domains import get_domain
-from harnesses.contract import Call, Prompt
+from harnesses.contract import MAX_CHOICE_CHARS, Call, Prompt
 from harnesses.sandbox import static_violations
 from tests.offline_support import ROOT, SEARCH, edited, hooks
 from whale.rollout.backends.base import Backend, GenResult, Sampling
@@ -38,6 +38,18 @@ def test_the_last_turn_chooses_among_the_passages_names_and_numbers_but_not_the_
     assert answer.prefix == "<answer>" and answer.stop == []
     # "Veipe Dethilae" and "Dethilae" are the question's own names; "The" starts a sentence
     assert answer.choices == ["Thodafus</answer>", "1874</answer>", "Salou River</answer>"]
+
+
+def test_a_span_too_long_for_a_choice_is_left_out():
+    """A run of capitalised words longer than the contract allows a choice (a list of titles in a
+    real passage) is dropped, and the other spans are still offered."""
+    titles = " ".join(f"Volume{i} Chronicle" for i in range(40))  # one 600-character name
+    passages = {"tool": "search", "error": None, "passages": [
+        {"title": "Veipe Dethilae", "text": f"Dethilae wrote {titles}. Dethilae was born in Thodafus in 1874."}]}
+    *_, answer = hooks(stack("answer_spans"), [("start", {"question": "Where was Veipe Dethilae born?"}),
+                                               ("act", "Veipe Dethilae</search>"), ("observe", passages)])
+    assert len(titles) > MAX_CHOICE_CHARS
+    assert answer.choices == ["Thodafus</answer>", "1874</answer>"]
 
 
 def test_the_bridge_turn_searches_the_chosen_name_and_the_answer_turn_follows():

@@ -9,6 +9,7 @@ fenced block itself (an unclosed fence included); observations are
 """
 from __future__ import annotations
 
+from harnesses.contract import MAX_CHOICE_CHARS
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer, more_turns
 from harnesses.proposers.primitives.edit import class_constant, quote, raw
 
@@ -132,14 +133,18 @@ def printed_choices(source: str, info: DomainInfo, p: Primitive) -> Edit:
         def observe(self, observation):
             action = super().observe(observation)
             printed = str(observation.get("output") or "") if observation.get("ok") else ""
-            numbers = list(dict.fromkeys(reversed(self.printed_number.findall(printed))))[:16]
+            # an integer too long for a choice (a factorial, a power) is left out: the contract caps
+            # a choice's length, and a harness that breaks it is discarded
+            numbers = [n for n in dict.fromkeys(reversed(self.printed_number.findall(printed)))
+                       if len(n) <= $longest][:16]
             # the answer turn chooses among the integers a program that ran printed, the last one
             # first: the model earns the reward by writing the program, and cannot miscopy its result
             if isinstance(action, Prompt) and action.prefix.endswith($prefix) and numbers:
                 return dataclasses.replace(action, prefix=$prefix, stop=[],
                                            choices=[n + $stop for n in numbers])
             return action
-        ''', ("re", "dataclasses", "Prompt"), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop))
+        ''', ("re", "dataclasses", "Prompt"), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
+                 longest=MAX_CHOICE_CHARS - len(info.answer_stop))
 
 
 PRIMITIVES = (

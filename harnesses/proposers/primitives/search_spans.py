@@ -13,11 +13,13 @@ stored in the assistant message, and the verifier reads the message's ``<answer>
 """
 from __future__ import annotations
 
+from harnesses.contract import MAX_CHOICE_CHARS
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer
 from harnesses.proposers.primitives.edit import NotApplicable, class_constant, set_class_constant
 
 # ${counter} counts the turns this layer has seen; each layer keeps its own (layers do not share
-# attributes they do not define).
+# attributes they do not define). A span is followed by its closing tag in a choice.
+LONGEST_SPAN = MAX_CHOICE_CHARS - max(len("</answer>"), len("</search>"))
 SPANS = r'''
     span_months = "January|February|March|April|May|June|July|August|September|October|November|December"
     # a word (any script; "'s" of a possessive dropped), a number, or a date written out
@@ -30,6 +32,9 @@ SPANS = r'''
     span_yes_no = {"is", "are", "was", "were", "do", "does", "did", "has", "have", "had", "can", "could",
                    "will", "would"}
     span_limit = 48
+    # a longer run of capitalised words (a list of titles) would break the contract's cap on a
+    # choice's length, and a harness that breaks it is discarded
+    span_longest = ${longest}
     span_question = ""
     ${counter} = 0
 
@@ -50,7 +55,7 @@ SPANS = r'''
             for span in self.text_spans(text, common):
                 if span not in found and span.lower() not in self.span_question:
                     found.append(span)
-        return found[:self.span_limit]
+        return [span for span in found if len(span) <= self.span_longest][:self.span_limit]
 
     def text_spans(self, text, common):
         """Runs of capitalised words joined by spaces and connecting words; numbers; dates and
@@ -104,7 +109,7 @@ def answer_spans(source: str, info: DomainInfo, p: Primitive) -> Edit:
             return dataclasses.replace(action, prefix="<answer>", stop=[],
                                        choices=[span + "</answer>" for span in spans])
         return action
-    ''', ("re", "dataclasses", "Prompt"), counter="answer_turns")
+    ''', ("re", "dataclasses", "Prompt"), counter="answer_turns", longest=LONGEST_SPAN)
 
 
 def bridge_choice(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -132,4 +137,4 @@ def bridge_choice(source: str, info: DomainInfo, p: Primitive) -> Edit:
         if bridge and query and not isinstance(action, Call):
             return Call("search", {"query": query})
         return action
-    ''', ("re", "dataclasses", "Prompt", "Call"), counter="bridge_turns")
+    ''', ("re", "dataclasses", "Prompt", "Call"), counter="bridge_turns", longest=LONGEST_SPAN)
