@@ -24,6 +24,7 @@ import os
 import random
 import resource
 import time
+from collections import Counter
 from pathlib import Path
 
 WORDS = ("the model reads a passage and answers with a short span the verifier checks against gold "
@@ -61,14 +62,19 @@ def build_rollouts(tokenizer, n: int, tokens: int, seed: int, spread: float = 0.
     return out
 
 
-def padding(rollouts, order: list[int], mini: int, micro: int, by_length: bool) -> float:
-    real = padded = 0
+def micro_batches(rollouts, order: list[int], mini: int, micro: int, by_length: bool) -> list[list[int]]:
+    """The rollout lengths of each micro-batch, cut from ``order`` one mini-batch at a time."""
+    out = []
     for start in range(0, len(order), mini):
         lengths = [len(rollouts[i].token_ids) for i in order[start:start + mini]]
         lengths = sorted(lengths) if by_length else lengths
-        for m in range(0, len(lengths), micro):
-            part = lengths[m:m + micro]
-            real, padded = real + sum(part), padded + max(part) * len(part)
+        out += [lengths[m:m + micro] for m in range(0, len(lengths), micro)]
+    return out
+
+
+def padding(rollouts, order: list[int], mini: int, micro: int, by_length: bool) -> float:
+    parts = micro_batches(rollouts, order, mini, micro, by_length)
+    real, padded = sum(map(sum, parts)), sum(max(part) * len(part) for part in parts)
     return round(padded / real - 1, 3)
 
 
@@ -78,11 +84,8 @@ def linear_floor(model, micro_tokens: list[int], target_rows: int, repeats: int 
     ``g W^T`` and ``x^T g``), and the tied head on ``target_rows`` rows; the fastest of ``repeats``."""
     import torch
 
-    shapes: dict[tuple[int, int], int] = {}
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head"):
-            shapes[module.weight.shape[1], module.weight.shape[0]] = shapes.get(
-                (module.weight.shape[1], module.weight.shape[0]), 0) + 1
+    shapes = Counter((m.in_features, m.out_features) for name, m in model.named_modules()
+                     if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head"))
     head = model.get_output_embeddings().weight.shape  # [vocab, hidden]
     work = [(t, n_in, n_out, count) for t in micro_tokens for (n_in, n_out), count in shapes.items()]
     work.append((target_rows, head[1], head[0], 1))
@@ -183,9 +186,9 @@ def main() -> None:
         out["compile_s"] = round(variants["compiled"]["step_s"][0] - variants["target_rows"]["step_s"][0], 1)
         out["speedup_compiled"] = round(out["s_per_step"] / variants["compiled"]["s_per_step"], 2)
     if args.floor:
-        lengths = sorted(len(r.token_ids) for r in rollouts)  # the trainer cuts micro-batches sorted by length
-        micro = [max(part) * len(part) for part in (lengths[i:i + args.micro_batch]
-                                                    for i in range(0, len(lengths), args.micro_batch))]
+        # padded positions of each micro-batch, cut as the trainer cuts them (sorted by length)
+        micro = [max(part) * len(part) for part in micro_batches(rollouts, first.order, args.mini_batch,
+                                                                 args.micro_batch, True)]
         model = trainers["target_rows"].trainer.model
         out["floor_s"] = round(linear_floor(model, micro, first.tokens), 2)
         out["step_over_floor"] = round(out["s_per_step"] / out["floor_s"], 2)
