@@ -4,7 +4,10 @@ Every template draws its parameters from a seeded ``random.Random`` and computes
 here, in trusted code. Splits are drawn test first, then harness, then weight, each from its own
 stream, and a problem already drawn for an earlier split is skipped: the held-out splits do not
 move when the weight split grows, and no problem (same template and parameters, or same wording)
-appears in two splits.
+appears in two splits. Within a split the templates come in shuffled rounds, each template once
+per round, so even a split of a few dozen covers them evenly. Independent draws can leave a
+32-problem weight split with one or two problems of a template, and when those are the kinds the
+model solves first, RSFT has almost nothing to accept.
 """
 from __future__ import annotations
 
@@ -132,15 +135,19 @@ def generate(sizes: dict[str, int], seed: int) -> dict[str, list[Example]]:
 def _draw(split: str, n: int, seed: int, seen: set) -> list[Example]:
     rng = random.Random(f"math_reasoning:{seed}:{split}")
     examples: list[Example] = []
+    round_: list = []
     attempts = 0
     while len(examples) < n:
         attempts += 1
         if attempts > 50 * n + 1000:
             raise RuntimeError(f"could not draw {n} distinct problems for split {split!r}")
-        key, question, answer = rng.choice(TEMPLATES)(rng)
+        if not round_:
+            round_ = rng.sample(TEMPLATES, len(TEMPLATES))
+        key, question, answer = round_[-1](rng)
         text_key = normalise(question)
         if key in seen or text_key in seen:
-            continue
+            continue  # the same template draws again: a repeat does not skew the round
+        round_.pop()
         seen.update((key, text_key))
         examples.append(Example(id=f"math-{split}-{len(examples)}", split=split,
                                 public={"question": question}, gold={"answer": answer}))

@@ -76,3 +76,24 @@ def test_prepare_writes_readable_splits(tmp_path):
     domain.prepare({"weight": 6, "harness": 2, "test": 2}, seed=0)
     assert (tmp_path / "math_reasoning" / "weight.jsonl").exists()
     assert domain.examples("test") == generate({"weight": 6, "harness": 2, "test": 2}, seed=0)["test"]
+
+
+def test_every_split_covers_the_templates_evenly(monkeypatch):
+    """Each run of len(TEMPLATES) problems holds every template once, so small splits are balanced."""
+    from domains.math_reasoning import generate as gen
+
+    made: dict[str, str] = {}
+
+    def tagged(template):
+        def draw(rng):
+            key, question, answer = template(rng)
+            made[question] = key[0]
+            return key, question, answer
+        return draw
+
+    monkeypatch.setattr(gen, "TEMPLATES", tuple(tagged(t) for t in gen.TEMPLATES))
+    n = len(gen.TEMPLATES)
+    for split, examples in gen.generate({"weight": 4 * n, "harness": 2 * n + 3, "test": 8 * n}, seed=0).items():
+        kinds = [made[e.public["question"]] for e in examples]
+        for start in range(0, len(kinds) - n + 1, n):
+            assert len(set(kinds[start:start + n])) == n, (split, start, kinds[start:start + n])
