@@ -13,7 +13,7 @@ below the containment limit.
 """
 import re
 
-from harnesses.contract import BaseHarness, Call, Finish, Prompt
+from harnesses.contract import MAX_CHOICE_CHARS, BaseHarness, Call, Finish, Prompt
 
 SYSTEM = "Answer factual questions by searching an encyclopaedia."
 MONTH = "January|February|March|April|May|June|July|August|September|October|November|December"
@@ -118,7 +118,9 @@ class Harness(BaseHarness):
         new = spans_of(passages, self.question)
         self.spans = new + [span for span in self.spans if span not in new]
         shown = render(passages) if not observation.get("error") else f"Search error: {observation['error']}"
-        names = self.spans[:MAX_SPANS]
+        # a name longer than a choice may be (a list of titles in a real passage) is left out: a
+        # Prompt that breaks the contract's cap would end the episode
+        names = [name for name in self.spans if len(name) + len("</answer>") <= MAX_CHOICE_CHARS][:MAX_SPANS]
         if not names:
             return Finish()
         if self.turns + 1 < self.max_turns:  # a turn is left after the next: follow a name first
