@@ -9,6 +9,7 @@ from domains.math_reasoning import MathDomain
 from harnesses.budgets import read_budgets, set_budgets
 from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +22,7 @@ def shortened(relative: str) -> str:
         return set_budgets(source, {"turn_tokens": 24})
     short = source.replace("max_new_tokens=256", "max_new_tokens=24")
     short = short.replace("max_new_tokens=200", "max_new_tokens=24")
+    short = short.replace("max_new_tokens=100", "max_new_tokens=24")
     assert short != source
     return short
 
@@ -50,3 +52,22 @@ def test_program_harness_runs_the_tool_and_ends_on_a_boxed_turn(run):
         assert any(m["role"] == "user" and m["content"].startswith(("The program", "No program"))
                    for m in r.messages)
         assert r.verdict["gold"] is not None and r.reward in (0.0, 1.0)
+
+
+def test_expression_harness_runs_one_line_and_ends_on_a_boxed_turn(run):
+    for r in run("harnesses/examples/math_expression.py"):
+        assert r.error is None, r.error
+        assistant = [m["content"] for m in r.messages if m["role"] == "assistant"]
+        assert assistant[0].startswith("```python\nanswer = ") and "\n" not in assistant[0][19:].rstrip("\n")
+        assert len(assistant) in (1, 2) and (len(assistant) == 1 or assistant[-1].startswith("\\boxed{"))
+        assert r.verdict["gold"] is not None and r.reward in (0.0, 1.0)
+
+
+def test_expression_harness_earns_nothing_under_the_null_policy(tokenizer, tmp_path):
+    """A policy that ignores its input writes no expression that computes the answer, so choosing
+    among what it printed cannot earn a reward the model did not (the containment limit is 0.25)."""
+    domain = MathDomain(tmp_path)
+    examples = domain.generate({"harness": 8}, seed=0)["harness"]
+    source = (ROOT / "harnesses/examples/math_expression.py").read_text()
+    null = Engine(NullBackend(tokenizer), domain, Sampling()).run(source, examples, k=2, seed=1, progress=False)
+    assert all(r.error is None for r in null) and sum(r.reward for r in null) == 0

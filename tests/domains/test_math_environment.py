@@ -122,10 +122,55 @@ def test_program_harness_shows_the_end_of_a_long_output():
     assert len(shown) < 800 and "1, 2, 3" not in shown
 
 
-@pytest.mark.parametrize("relative", ["harnesses/seeds/math_reasoning.py", "harnesses/examples/math_program.py"])
+@pytest.mark.parametrize("relative", ["harnesses/seeds/math_reasoning.py", "harnesses/examples/math_program.py",
+                                      "harnesses/examples/math_expression.py"])
 def test_harnesses_load_under_the_sandbox_rules(relative):
     worker = pytest.importorskip("harnesses._worker")
     import harnesses.contract as contract
 
     cls = worker.load_harness((ROOT / relative).read_text(), contract)
     assert isinstance(cls().start({"question": "q", "tools": {"python": "d"}}), Prompt)
+
+
+def test_expression_harness_episode_by_hand_earns_the_reward_by_choosing_the_printed_value():
+    """Scripted completions through the real environment and verifier: one line of Python, then
+    the answer chosen among the integers it printed."""
+    h = load_harness("harnesses/examples/math_expression.py")
+    env, domain = MathEnvironment(EXAMPLE), make_domain("data")
+    prompt = h.start(env.reset())
+    assert prompt.prefix == "```python\nanswer = " and prompt.stop == ["\n", "```"]
+    messages = list(prompt.messages)
+    completion = prompt.prefix + "12345 * 6789\n"
+    messages.append({"role": "assistant", "content": completion})
+    call = h.act(completion)
+    assert call == Call("python", {"code": "import math\nanswer = 12345 * 6789\nprint(answer)", "timeout_s": 5})
+    prompt = h.observe(env.step(call).data)
+    assert prompt.prefix == "\\boxed{" and prompt.choices == ["83810205}"]
+    messages += prompt.messages + [{"role": "assistant", "content": prompt.prefix + "83810205}"}]
+    assert isinstance(h.act("83810205}"), Finish)
+    verdict = domain.verify(EXAMPLE, messages, env.final_state())
+    assert verdict.reward == 1.0 and verdict.formatted
+
+
+@pytest.mark.parametrize(("output", "ok", "choices"), [
+    ("102805274.0\n", True, ["102805274}"]),  # an integer-valued float is an integer
+    ("[1, 2, 3]\n", True, None),  # no word of the output is an integer: the model writes the answer
+    ("2.5\n", True, None),
+    ("7\nTraceback ...\nNameError: x\n", False, None),  # a failed program offers nothing to choose
+    ("1 2 3 1\n", True, ["1}", "3}", "2}"]),  # the last printed first, each once
+    ("9" * 400 + " 42\n", True, ["42}"]),  # the number cut at the start of what is shown is left out
+])
+def test_expression_harness_offers_the_printed_integers_else_a_free_answer(output, ok, choices):
+    h = load_harness("harnesses/examples/math_expression.py")
+    h.start({"question": "q", "tools": {}})
+    assert isinstance(h.act("```python\nanswer = f(1)\n"), Call)
+    answer = h.observe({"tool": "python", "output": output, "ok": ok, "timed_out": False})
+    assert answer.prefix == "\\boxed{" and answer.choices == choices
+    assert answer.stop == ([] if choices else ["}"])
+    assert len(answer.messages[0]["content"]) < 500
+
+
+def test_expression_harness_ends_on_an_empty_line():
+    h = load_harness("harnesses/examples/math_expression.py")
+    h.start({"question": "q", "tools": {}})
+    assert isinstance(h.act("```python\nanswer = \n"), Finish)
