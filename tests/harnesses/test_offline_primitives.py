@@ -140,6 +140,35 @@ def test_printed_choices_offer_the_integers_a_program_printed_last_first(tmp_pat
     assert static_violations(source) == []
 
 
+def test_one_expression_makes_the_first_code_turn_one_line_that_the_harness_prints(tmp_path, tokenizer):
+    domain, example = answer_is_6(tmp_path)
+    source = edited("math_reasoning", "one_expression", PROGRAM)
+    assert static_violations(source) == []
+    first = hooks(source, [("start", {"question": "What is 2 * 3?"})])[0]
+    assert first.prefix == "```python\nanswer = " and first.stop == ["\n", "```"]
+    assert first.messages[-1]["content"].startswith("What is 2 * 3?") and "answer = " in first.messages[-1]["content"]
+    [r] = Engine(ScriptedMath(tokenizer, program="2 * 3"), domain, Sampling()).run(source, [example], k=1, seed=0,
+                                                                                   progress=False)
+    assert r.error is None and r.messages[1]["content"] == "```python\nanswer = 2 * 3\n```"
+    assert "The program printed:\n6" in r.messages[2]["content"]
+    assert r.messages[-1]["content"] == "\\boxed{6}" and r.reward == 1.0
+
+
+def test_one_expression_needs_a_code_turn_and_earns_nothing_under_the_null_policy(tmp_path, tokenizer):
+    from harnesses.proposers.primitives import library
+    from harnesses.proposers.primitives.edit import NotApplicable
+    from whale.rollout.backends.null import NullBackend
+
+    info, primitives = library("math_reasoning")
+    with pytest.raises(NotApplicable):
+        next(p for p in primitives if p.name == "one_expression").apply(MATH, info)
+    domain = get_domain("math_reasoning", str(tmp_path))
+    examples = domain.generate({"weight": 0, "harness": 8, "test": 0}, seed=0)["harness"]
+    source = edited("math_reasoning", "printed_choices", edited("math_reasoning", "one_expression", PROGRAM))
+    null = Engine(NullBackend(tokenizer), domain, Sampling()).run(source, examples, k=2, seed=1, progress=False)
+    assert all(r.error is None for r in null) and sum(r.reward for r in null) == 0
+
+
 def test_printed_choices_earn_nothing_under_the_null_policy(tmp_path, tokenizer):
     """Without the model there is no program that runs, so nothing to choose from: the choice
     cannot turn into a reward the model did not earn."""

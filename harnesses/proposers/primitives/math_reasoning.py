@@ -1,6 +1,6 @@
-"""math_reasoning primitives: ask for a program and relay its output, repair failed programs,
-lenient code extraction, answer by choosing among the integers the program printed, and ending on
-a turn that already holds the boxed answer.
+"""math_reasoning primitives: ask for a program and relay its output, the program as one
+expression, repair failed programs, lenient code extraction, answer by choosing among the integers
+the program printed, and ending on a turn that already holds the boxed answer.
 
 Facts used (domains/math_reasoning/notes.md): the verifier reads the last assistant message
 only and wants ``\\boxed{<integer>}``; ``Call("python", {"code": ...})`` extracts the first
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harnesses.contract import MAX_CHOICE_CHARS
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer, more_turns
-from harnesses.proposers.primitives.edit import class_constant, quote, raw
+from harnesses.proposers.primitives.edit import NotApplicable, class_constant, quote, raw
 
 BOXED = r"\\boxed\{\s*[+-]?[0-9][0-9,]*\s*\}"
 
@@ -66,6 +66,40 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
                           prefix=$prefix)
         ''', ("dataclasses", "Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2),
         prefix=quote(info.answer_prefix), stop=quote(info.answer_stop), tokens=info.answer_tokens)
+
+
+def one_expression(source: str, info: DomainInfo, p: Primitive) -> Edit:
+    if r'"```python\n"' not in source:
+        raise NotApplicable("no turn opens a ```python fence for a program")
+    return layer(source, p, r'''
+        one_expression_stage = "start"
+
+        def start(self, observation):
+            prompt = super().start(observation)
+            if not prompt.prefix.endswith("```python\n"):
+                return prompt
+            # the first code turn is one line, "answer = <expression>": a small model writes a short
+            # expression that runs far more often than a program that does
+            self.one_expression_stage = "code"
+            ask = ("Complete the line of Python: answer = a single expression that computes the answer, "
+                   "for example answer = sum(i for i in range(1, 11) if i % 2 == 0).")
+            messages = [dict(m) for m in prompt.messages]
+            users = [m for m in messages if m["role"] == "user"]
+            if users:
+                users[-1]["content"] += "\n\n" + ask
+            else:
+                messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})
+            return dataclasses.replace(prompt, messages=messages, prefix=prompt.prefix + "answer = ",
+                                       stop=["\n", "```"], max_new_tokens=100)
+
+        def act(self, completion):
+            if self.one_expression_stage == "code":
+                self.one_expression_stage = "done"
+                line = completion.split("answer = ", 1)[-1].split("```")[0].strip()
+                # the layers below see the whole program, as if the model had written it
+                completion = (f"```python\nimport math\nanswer = {line}\nprint(answer)\n```" if line else "")
+            return super().act(completion)
+        ''', ("dataclasses",))
 
 
 def fix_on_error(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -151,6 +185,9 @@ PRIMITIVES = (
     Primitive("program_then_answer", "prompt", "ask for a program (open ```python fence), run it, "
               "then ask for the answer with the prefix \\boxed{: the base model computes far better "
               "in code than in its head", ("wrong", "not_formatted", "no_tool"), 1.2, program_then_answer),
+    Primitive("one_expression", "prompt", "the first program is one line, answer = <expression>, "
+              "printed by the harness: a small model's short expressions run where its programs break "
+              "or are cut off", ("tool_error", "truncated", "wrong"), 1.0, one_expression),
     Primitive("fix_on_error", "retries", "a failed program is shown with its error and gets one "
               "corrected retry before the answer turn", ("tool_error",), 0.9, fix_on_error),
     Primitive("lenient_code", "parsing", "programs written in other fences (```py, bare ```) are "
