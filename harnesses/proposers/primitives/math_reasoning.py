@@ -9,11 +9,21 @@ fenced block itself (an unclosed fence included); observations are
 """
 from __future__ import annotations
 
+import textwrap
+
 from harnesses.contract import MAX_CHOICE_CHARS
 from harnesses.proposers.primitives.common import DomainInfo, Edit, Primitive, layer, more_turns
 from harnesses.proposers.primitives.edit import NotApplicable, class_constant, quote, raw
 
 BOXED = r"\\boxed\{\s*[+-]?[0-9][0-9,]*\s*\}"
+# Layer code (at a method body's indentation): ``messages``, the prompt's messages with ``ask``
+# appended to the last user message, or a new user message with the question when there is none.
+ASK_LINES = textwrap.indent(r'''messages = [dict(m) for m in prompt.messages]
+users = [m for m in messages if m["role"] == "user"]
+if users:
+    users[-1]["content"] += "\n\n" + ask
+else:
+    messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})''', " " * 12).lstrip()
 
 INFO = DomainInfo(
     name="math_reasoning",
@@ -41,12 +51,7 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
             prompt = super().start(observation)
             ask = ("Write a short Python program that computes the answer and prints it. "
                    "Reply with the program only.")
-            messages = [dict(m) for m in prompt.messages]
-            users = [m for m in messages if m["role"] == "user"]
-            if users:
-                users[-1]["content"] += "\n\n" + ask
-            else:
-                messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})
+            $ask_lines
             # turn 1 is code: it continues an open fence and stops at the closing one
             return dataclasses.replace(prompt, messages=messages, prefix="```python\n", stop=["```"],
                                        max_new_tokens=max(prompt.max_new_tokens, 200))
@@ -65,7 +70,7 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
             return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=$tokens, stop=[$stop],
                           prefix=$prefix)
         ''', ("dataclasses", "Prompt", "Call", "Finish"), turns=max(class_constant(source, "max_turns"), 2),
-        prefix=quote(info.answer_prefix), stop=quote(info.answer_stop), tokens=info.answer_tokens)
+        ask_lines=ASK_LINES, prefix=quote(info.answer_prefix), stop=quote(info.answer_stop), tokens=info.answer_tokens)
 
 
 def one_expression(source: str, info: DomainInfo, p: Primitive) -> Edit:
@@ -83,12 +88,7 @@ def one_expression(source: str, info: DomainInfo, p: Primitive) -> Edit:
             self.one_expression_stage = "code"
             ask = ("Complete the line of Python: answer = a single expression that computes the answer, "
                    "for example answer = sum(i for i in range(1, 11) if i % 2 == 0).")
-            messages = [dict(m) for m in prompt.messages]
-            users = [m for m in messages if m["role"] == "user"]
-            if users:
-                users[-1]["content"] += "\n\n" + ask
-            else:
-                messages.append({"role": "user", "content": observation["question"] + "\n\n" + ask})
+            $ask_lines
             return dataclasses.replace(prompt, messages=messages, prefix=prompt.prefix + "answer = ",
                                        stop=["\n", "```"], max_new_tokens=100)
 
@@ -99,7 +99,7 @@ def one_expression(source: str, info: DomainInfo, p: Primitive) -> Edit:
                 # the layers below see the whole program, as if the model had written it
                 completion = (f"```python\nimport math\nanswer = {line}\nprint(answer)\n```" if line else "")
             return super().act(completion)
-        ''', ("dataclasses",))
+        ''', ("dataclasses",), ask_lines=ASK_LINES)
 
 
 def fix_on_error(source: str, info: DomainInfo, p: Primitive) -> Edit:
