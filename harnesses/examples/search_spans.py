@@ -26,11 +26,15 @@ SKIP = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "His", "H
         "Much", "Many", "Title", "Doc"}
 YES_NO = {"is", "are", "was", "were", "do", "does", "did", "has", "have", "had", "can", "could", "will", "would"}
 MAX_SPANS = 48
+# The longest name offered: a longer one (a list of titles in a real passage) plus its closing tag
+# ("</answer>" or "</search>", both 9 characters) would break the contract's cap on a choice, and
+# a Prompt that breaks it ends the episode.
+LONGEST_SPAN = MAX_CHOICE_CHARS - len("</answer>")
 
 
 def spans_of(passages, question):
-    """Names, numbers and dates of the passages in order, none that the question itself names;
-    "yes" and "no" first when the question asks for one."""
+    """Names, numbers and dates of the passages in order, none that the question itself names and
+    none too long for a choice; "yes" and "no" first when the question asks for one."""
     texts = [str(p.get(key, "")) for p in passages for key in ("title", "text")]
     # a sentence's capitalised first word that the passages also write in lower case is not a name
     # ("Born in 1875 in Thodafus")
@@ -41,7 +45,7 @@ def spans_of(passages, question):
         for span in text_spans(text, common):
             if span not in found and span.lower() not in question.lower():
                 found.append(span)
-    return found
+    return [span for span in found if len(span) <= LONGEST_SPAN]
 
 
 def text_spans(text, common):
@@ -118,9 +122,7 @@ class Harness(BaseHarness):
         new = spans_of(passages, self.question)
         self.spans = new + [span for span in self.spans if span not in new]
         shown = render(passages) if not observation.get("error") else f"Search error: {observation['error']}"
-        # a name longer than a choice may be (a list of titles in a real passage) is left out: a
-        # Prompt that breaks the contract's cap would end the episode
-        names = [name for name in self.spans if len(name) + len("</answer>") <= MAX_CHOICE_CHARS][:MAX_SPANS]
+        names = self.spans[:MAX_SPANS]
         if not names:
             return Finish()
         if self.turns + 1 < self.max_turns:  # a turn is left after the next: follow a name first
