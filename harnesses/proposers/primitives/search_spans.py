@@ -8,8 +8,8 @@ in lower case; "yes" and "no" come first when the question opens like a yes/no q
 policy, uniform over the candidates, measures how much they give away (on the generated harness
 split, 0.09 for the answer constraint under the 0.25 limit).
 
-Engine facts used: the completion handed to ``act`` excludes the turn's prefix; the prefix is
-stored in the assistant message, and the verifier reads the message's ``<answer>`` tags.
+Engine facts used: the completion handed to ``act`` is the whole assistant message, the turn's
+prefix included (the contract), and the verifier reads the message's ``<answer>`` tags after it.
 """
 from __future__ import annotations
 
@@ -133,7 +133,8 @@ def bridge_choice(source: str, info: DomainInfo, p: Primitive) -> Edit:
         self.bridge_turns += 1
         bridge, self.bridge_pending = self.bridge_pending, False
         action = super().act(completion)
-        query = completion.split("</search>")[0].strip()
+        # the prefix "<search>" is part of the completion: left in, "search" would be a query word
+        query = completion.replace("<search>", "", 1).split("</search>")[0].strip()
         if bridge and query and not isinstance(action, Call):
             return Call("search", {"query": query})
         return action
