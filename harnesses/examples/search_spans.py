@@ -108,7 +108,8 @@ class Harness(BaseHarness):
         self.turns += 1
         if self.turns >= self.max_turns:
             return Finish()
-        query = completion.split("</search>")[0].strip()
+        # the whole message, prefix included: left in, the tag's "search" would be a query word
+        query = completion.split("<search>")[-1].split("</search>")[0].strip()
         if self.turns == 1:
             query = f"{query} {self.question}".strip()
         if not query:

@@ -57,13 +57,34 @@ def test_a_span_too_long_for_a_choice_is_left_out(name):
 def test_the_bridge_turn_searches_the_chosen_name_and_the_answer_turn_follows():
     bridge = stack("bridge_choice", "answer_spans")
     start = ("start", {"question": "In what year was the founder of Nefav born?"})
-    actions = hooks(bridge, [start, ("act", "Nefav</search>"), ("observe", PASSAGES),
-                             ("act", "Thodafus</search>"), ("observe", PASSAGES)])
+    # act receives the whole assistant message, the turn's prefix "<search>" included
+    actions = hooks(bridge, [start, ("act", "<search>Nefav</search>"), ("observe", PASSAGES),
+                             ("act", "<search>Thodafus</search>"), ("observe", PASSAGES)])
     _, first, pick, second, answer = actions
     assert first == Call("search", first.args) and pick.prefix == "<search>"
     assert "Thodafus</search>" in pick.choices
     assert isinstance(second, Call) and second.args["query"] == "Thodafus"
     assert answer.prefix == "<answer>" and "1874</answer>" in answer.choices
+
+
+
+TOWN = {"tool": "search", "error": None, "passages": [
+    {"title": "Thodafus", "text": "Thodafus is a town in the Have Highlands. The Salou River flows through it."}]}
+
+
+def test_the_example_searches_the_query_without_its_tag_then_the_chosen_name():
+    """act receives the whole message, prefix included: the tag's "search" must not become a query
+    word (wiki-18 has pages that match it). The answer turn offers the newest passages' names first."""
+    question = "Which river flows through the birthplace of Veipe Dethilae?"
+    _, first, middle, second, answer = hooks(EXAMPLE, [
+        ("start", {"question": question}), ("act", "<search>Veipe Dethilae</search>"), ("observe", PASSAGES),
+        ("act", "<search>Thodafus</search>"), ("observe", TOWN)])
+    assert first == Call("search", {"query": f"Veipe Dethilae {question}", "top_k": 3, "max_chars": 600})
+    assert middle.prefix == "<search>" and middle.choices == ["Thodafus</search>", "1874</search>",
+                                                              "Salou River</search>"]
+    assert second == Call("search", {"query": "Thodafus", "top_k": 3, "max_chars": 600})
+    assert answer.prefix == "<answer>" and answer.choices == [
+        "Thodafus</answer>", "Have Highlands</answer>", "Salou River</answer>", "1874</answer>"]
 
 
 WIKI = {"tool": "search", "error": None, "passages": [
