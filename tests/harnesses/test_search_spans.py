@@ -67,7 +67,6 @@ def test_the_bridge_turn_searches_the_chosen_name_and_the_answer_turn_follows():
     assert answer.prefix == "<answer>" and "1874</answer>" in answer.choices
 
 
-
 TOWN = {"tool": "search", "error": None, "passages": [
     {"title": "Thodafus", "text": "Thodafus is a town in the Have Highlands. The Salou River flows through it."}]}
 
