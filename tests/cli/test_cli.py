@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from whale.provenance import code_version
 from whale.testing import ROOT, make_project
 
 
@@ -25,6 +26,7 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     metrics = json.loads(out.stdout[out.stdout.index("{"):])
     assert metrics["n"] == 2 * 3 and metrics["n_examples"] == 2 and metrics["stored"] == 6
     assert metrics["format_rate"] == 1.0  # a choice constraint always yields a legal move
+    assert metrics["code"] == code_version()  # this checkout's commit (plus a diff hash while it is edited)
     saved = list((tmp_path / "runs" / "eval-chess_puzzles" / "metrics").glob("test-*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["mean_at_k"] == metrics["mean_at_k"]
 
@@ -32,6 +34,8 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
                 "SELECT run, split, count(*) AS n, sum(reward) AS solved FROM all_rollouts GROUP BY ALL")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "eval_chess_puzzles" in out.stdout and " 6 " in out.stdout
+    out = whale(tmp_path, "sql", "SELECT start, code FROM eval_chess_puzzles.run_starts")
+    assert out.returncode == 0 and metrics["code"][:12] in out.stdout, out.stdout + out.stderr[-2000:]
 
     # --set overrides params.yaml for this evaluation; the stored params say so
     out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(harness), "--split", "test",

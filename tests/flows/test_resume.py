@@ -74,6 +74,14 @@ def snapshot(cwd):
         con.close()
 
 
+def run_starts(cwd):
+    con = duckdb.connect(str(cwd / "runs" / "r" / "rollouts.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT start, code FROM run_starts ORDER BY start").fetchall()
+    finally:
+        con.close()
+
+
 @pytest.mark.slow
 def test_kill_9_at_any_point_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_model_dir):
     ref, crashed = tmp_path / "ref", tmp_path / "crashed"
@@ -88,3 +96,7 @@ def test_kill_9_at_any_point_then_resume_matches_an_uninterrupted_run(tmp_path, 
     assert got["duplicates"] == [(0,)]
     for key in expected:
         assert got[key] == expected[key], key
+    # every process start is stored with its code: one for the uninterrupted run, one per process started here
+    ref_starts, crashed_starts = run_starts(ref), run_starts(crashed)
+    assert [s for s, _ in crashed_starts] == list(range(1, len(KILL_AT) + 2)) and len(ref_starts) == 1
+    assert {c for _, c in crashed_starts} == {ref_starts[0][1]}

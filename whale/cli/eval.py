@@ -8,6 +8,7 @@ from pathlib import Path
 from whale.cli.options import add_set
 from whale.files import write_json
 from whale.ids import harness_id
+from whale.provenance import code_version
 from whale.rollout.metrics import summarize
 from whale.run.context import domain_for, make_engine, model_dir
 from whale.run.settings import Settings
@@ -29,14 +30,15 @@ def evaluate(settings: Settings, domain_name: str, harness_path: str | Path, spl
     rollouts = engine.run(source, examples, k, settings.seed, RolloutContext(run_id, 0, "eval", 0),
                           desc=f"eval {domain_name}/{split} {Path(harness_path).name}")
     wall = time.perf_counter() - t0
-    run_dir = RUNS / run_id
+    run_dir, code = RUNS / run_id, code_version()
     with Store(store_path(run_dir)) as store:
         store.insert("runs", [{"run_id": run_id, "domain": domain_name, "condition": "eval",
                                "params": settings.as_json()}])
+        store.record_start(run_id, code)
         stored = store.insert_rollouts(rollouts)
     metrics = {
         **summarize(rollouts), "domain": domain_name, "split": split, "k": k, "harness_id": hid,
-        "harness": str(harness_path), "weights_id": engine.backend.weights_id, "stored": stored,
+        "harness": str(harness_path), "code": code, "weights_id": engine.backend.weights_id, "stored": stored,
         "wall_s": round(wall, 2), "rollouts_per_s": round(len(rollouts) / wall, 3),
     }
     write_json(run_dir / "metrics" / f"{split}-{hid}-{engine.backend.weights_id}.json", metrics)

@@ -7,6 +7,7 @@ A run is ``runs/<run_id>/``: ``rollouts.duckdb`` (every rollout, score, step and
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from harnesses.jail import check_jail
 from harnesses.sandbox import Limits
 from harnesses.validate import smoke_error
 from whale.model import EMBEDDED, export_model
+from whale.provenance import code_version
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
@@ -30,6 +32,7 @@ from whale.train.checkpoint import latest_checkpoint
 from whale.train.rsft import RSFTConfig
 from whale.types import Example, Rollout
 
+log = logging.getLogger(__name__)
 SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 
 
@@ -132,6 +135,15 @@ class Run:
                 self.domain_name, self.condition.name, _identity(params)):
             raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
                              "choose a new run id or delete runs/" + self.run_id)
+        self._record_start()
+
+    def _record_start(self) -> None:
+        """Store this process's code; a resume under other code goes on (a fix may be why it was
+        stopped) but says so, since the run's rollouts then come from two versions."""
+        code = code_version()
+        last = self.store.record_start(self.run_id, code)
+        if last is not None and last != code:
+            log.warning("run %s resumes under other code: %s (it last started under %s)", self.run_id, code, last)
 
     # -- harnesses -------------------------------------------------------------------------
     def seed_harness(self) -> str:

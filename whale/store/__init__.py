@@ -29,6 +29,10 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, domain VARCHAR, condition VARCHAR, params JSON,
     started_at TIMESTAMP DEFAULT current_timestamp);
+-- every process that started or resumed the run, and the code it ran (whale/provenance.py)
+CREATE TABLE IF NOT EXISTS run_starts (
+    run_id VARCHAR, start INTEGER, code VARCHAR, started_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (run_id, start));
 CREATE TABLE IF NOT EXISTS rollouts (
     run_id VARCHAR, cycle INTEGER, phase VARCHAR, step INTEGER, split VARCHAR,
     example_id VARCHAR, sample_idx INTEGER, harness_id VARCHAR, weights_id VARCHAR, seed BIGINT,
@@ -201,6 +205,13 @@ class Store:
         if time.monotonic() >= self._snapshot_due:
             self.publish_snapshot()
         return added
+
+    def record_start(self, run_id: str, code: str) -> str | None:
+        """Store a start (or resume) of ``run_id`` by a process running ``code``; returns the code
+        of the run's previous start, None for its first."""
+        last = self.row("SELECT start, code FROM run_starts WHERE run_id = ? ORDER BY start DESC LIMIT 1", [run_id])
+        self.insert("run_starts", [{"run_id": run_id, "start": last["start"] + 1 if last else 1, "code": code}])
+        return last["code"] if last else None
 
     def stored_rollouts(self, key: RolloutKey) -> list[Rollout] | None:
         """The complete stored batch of ``key``, or None when any rollout is missing.
