@@ -113,6 +113,12 @@ def test_sql_names_a_single_runs_tables_bare_and_reports_bad_queries_without_a_t
         store.insert("runs", [{"run_id": "other", "domain": "d", "condition": "c", "params": "{}"}])
     with pytest.raises(ValueError, match="query failed: Catalog Error"):
         run_sql("SELECT run_id FROM runs", runs)
+    # a store from before run_starts: the view stacks the runs that have the table
+    with Store(runs / "other" / "rollouts.duckdb") as store:
+        store.record_start("other", "c1")
+    with Store(runs / "only" / "rollouts.duckdb") as store:
+        store.execute("DROP TABLE run_starts")
+    assert run_sql("SELECT run, code FROM all_run_starts", runs).split() == ["run", "code", "other", "c1"]
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     out = whale(tmp_path, "sql", "SELEC 1")
     assert out.returncode == 2 and "whale: query failed" in out.stderr and "Traceback" not in out.stderr

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from harnesses.archive import Archive
@@ -22,6 +23,7 @@ W0, W1, W2 = "0a1b2c3d4e5f", "1111aaaa2222", "3333bbbb4444"  # base, after cycle
 V1, V2 = "5555cccc6666", "7777dddd8888"  # the whale run's weights after cycles 1 and 2
 K, N_TEST = 2, 4
 HYPOTHESIS = "a <b>second</b> turn & a format nudge"
+COMMIT = "c0ffee" * 6 + "beef"
 
 
 def rollouts(run_id, cycle, phase, split, hid, wid, n_examples, k, ones, step=0):
@@ -106,6 +108,8 @@ def build_whale(runs: Path) -> tuple[str, str, str]:
         [[rid, 1, 2, "offline", "offline", 0, 0, 0.0, "anthropic: 529 overloaded"],
          [rid, 1, 3, "claude", "claude-opus-4-7", 12000, 3000, 0.405, None]])
     weight_phase_rows(store, rid, 2, 2, h2, V1, V2)
+    for code in (COMMIT, COMMIT, COMMIT + "+dirty.0123456789ab"):  # started, resumed, resumed after an edit
+        store.record_start(rid, code)
     for cycle, phase, hid, wid, mean, cum in ((0, "start", h0, W0, 0.25, 0), (1, "weight", h0, V1, 0.375, 16),
                                               (1, "harness", h2, V1, 0.5, 32), (2, "weight", h2, V2, 0.625, 48)):
         store.insert("evals", [eval_row(rid, cycle, phase, hid, wid, mean, cum)])
@@ -200,7 +204,9 @@ def test_tables_show_the_inserted_values(report):
     assert "Paired comparison of the final scores" in text and "weight_only - whale" in text
     # rollouts by phase: weight 32, harness 4 x 4, eval 4 x 8 for the whale run
     assert re.search(r"<td>math_reasoning-whale</td><td class=\"num\">32</td><td class=\"num\">16</td>"
-                     r"<td class=\"num\">32</td><td class=\"num\">80</td>", text)
+                     r"<td class=\"num\">32</td><td class=\"num\">80</td>"
+                     r"<td>c0ffeec0ffee, c0ffeec0ffee\+dirty\.0123456789ab</td>", text)
+    assert re.search(r"<td>math_reasoning-weight_only</td>(<td class=\"num\">\d+</td>){4}<td>not recorded</td>", text)
     assert re.search(r"<td>claude, offline</td><td class=\"num\">2</td><td class=\"num\">12000</td>"
                      r"<td class=\"num\">3000</td><td class=\"num\">0.4050</td><td class=\"num\">1</td>", text)
 
@@ -246,6 +252,17 @@ def test_locked_database_is_skipped_with_a_warning(report, tmp_path):
         holder.communicate("", timeout=30)
     assert f"{busy}: could not be opened read-only, skipped" in text
     assert "math_reasoning-weight_only" in text and "chess_puzzles" not in text.split("Not included:")[0]
+
+
+def test_a_store_from_before_run_starts_is_read(report, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(report["runs"] / f"{DOMAIN}-whale", runs / f"{DOMAIN}-whale")
+    con = duckdb.connect(str(runs / f"{DOMAIN}-whale" / "rollouts.duckdb"))
+    con.execute("DROP TABLE run_starts")
+    con.close()
+    text = write_report(runs, tmp_path / "out").read_text()
+    assert "could not be opened" not in text
+    assert re.search(r"<td>math_reasoning-whale</td>(<td class=\"num\">\d+</td>){4}<td>not recorded</td>", text)
 
 
 def test_run_ids_restrict_the_report(report, tmp_path):

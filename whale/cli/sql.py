@@ -28,12 +28,14 @@ def attach_runs(runs_dir: str | Path = "runs") -> duckdb.DuckDBPyConnection:
         if note:
             print(f"whale sql: {note}", file=sys.stderr)
         names.append(alias)
-    if names:
-        tables = {t for (t,) in con.execute(
-            f"SELECT DISTINCT table_name FROM duckdb_tables() WHERE database_name = '{names[0]}'").fetchall()}
-        for table in sorted(tables):
-            union = " UNION ALL BY NAME ".join(f"SELECT '{n}' AS run, * FROM \"{n}\".{table}" for n in names)
-            con.execute(f"CREATE VIEW all_{table} AS {union}")
+    # a store written by an older version may lack a table: each view stacks the runs that have it
+    holders: dict[str, list[str]] = {}
+    for table, db in con.execute("SELECT table_name, database_name FROM duckdb_tables() ORDER BY ALL").fetchall():
+        if db in names:
+            holders.setdefault(table, []).append(db)
+    for table, dbs in sorted(holders.items()):
+        union = " UNION ALL BY NAME ".join(f"SELECT '{n}' AS run, * FROM \"{n}\".{table}" for n in dbs)
+        con.execute(f"CREATE VIEW all_{table} AS {union}")
     if len(names) == 1:  # one run: its tables answer to their bare names too
         con.execute(f"SET search_path = '\"{names[0]}\".main,memory.main'")
     return con

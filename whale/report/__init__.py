@@ -60,7 +60,8 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
     folder = out_dir / _safe(domain)
     series = [{"label": names[r.run_id], "condition": r.condition, "evals": r.evals} for r in runs]
     decomposition = [{"label": names[r.run_id], **ra.decomposition(r, pool)} for r in runs]
-    rollouts = [{"label": names[r.run_id], "run_id": r.run_id, "by_phase": r.rollouts_by_phase} for r in runs]
+    rollouts = [{"label": names[r.run_id], "run_id": r.run_id, "by_phase": r.rollouts_by_phase,
+                 "code": ", ".join(_short(c) for c in r.codes) or "not recorded"} for r in runs]
     proposer = [{"label": names[r.run_id], "run_id": r.run_id, **ra.proposer_summary(r)} for r in runs]
     steps = [{"label": names[r.run_id], "run_id": r.run_id, "condition": r.condition, "k": int(r.evals.iloc[-1]["k"]),
               "points": ra.steps(r)} for r in runs]
@@ -76,6 +77,12 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
             "proposer": rp.plot_proposer(domain, proposer, folder / "proposer_cost.png"),
         },
     }
+
+
+def _short(code: str) -> str:
+    """A commit as its first 12 hex digits, keeping a ``+dirty.<hash>`` suffix."""
+    commit, sep, rest = code.partition("+")
+    return (commit[:12] if len(commit) == 40 else commit) + sep + rest
 
 
 def _comparison(runs: list[RunData], domain: str) -> str:

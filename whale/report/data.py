@@ -40,7 +40,10 @@ QUERIES = {
     # per-example test rewards of every (harness, weights) pair: the unit of the paired bootstrap
     "by_example": "SELECT run_id, harness_id, weights_id, example_id, count(*) AS n, avg(reward) AS reward "
                   "FROM rollouts WHERE split = 'test' GROUP BY ALL ORDER BY ALL",
+    "starts": "SELECT run_id, code FROM run_starts ORDER BY run_id, start",
 }
+# Tables a store written by an older version may lack: their query reads as no rows.
+ADDED_LATER = {"starts": ("run_starts", ["run_id", "code"])}
 
 
 @dataclass
@@ -61,6 +64,8 @@ class RunData:
     measured: pd.DataFrame
     by_example: pd.DataFrame
     checkpoints: dict[str, Path] = field(default_factory=dict)
+    # the code of each start of the run, first start first, each once (empty: not recorded)
+    codes: list[str] = field(default_factory=list)
 
     def harness_path(self, hid: str) -> Path:
         return self.dir / "harnesses" / f"{hid}.py"
@@ -100,7 +105,12 @@ def load_runs(runs_dir: str | Path, run_ids: list[str] | None = None) -> tuple[l
 def _read(db: Path) -> dict[str, pd.DataFrame]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return {name: con.execute(sql).df() for name, sql in QUERIES.items()}
+        tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        frames = {}
+        for name, sql in QUERIES.items():
+            table, columns = ADDED_LATER.get(name, (None, []))
+            frames[name] = pd.DataFrame(columns=columns) if table and table not in tables else con.execute(sql).df()
+        return frames
     finally:
         con.close()
 
@@ -126,7 +136,8 @@ def _run(run_dir: Path, row: dict, frames: dict[str, pd.DataFrame]) -> RunData:
         evals=evals, phases=mine("phases"), harnesses=frames["harnesses"], scores=mine("scores"),
         proposer=mine("proposer"),
         rollouts_by_phase=dict(zip(counts["phase"], counts["rollouts"].astype(int), strict=True)),
-        measured=frames["measured"], by_example=mine("by_example"), checkpoints=_checkpoints(run_dir / "checkpoints"))
+        measured=frames["measured"], by_example=mine("by_example"), checkpoints=_checkpoints(run_dir / "checkpoints"),
+        codes=list(dict.fromkeys(mine("starts")["code"])))
 
 
 def _checkpoints(root: Path) -> dict[str, Path]:

@@ -75,9 +75,9 @@ def _domain(d: dict) -> str:
     out += _steps(d)
     out += _decomposition(d)
     out += ["<h3>Rollouts by phase</h3>", image(d["images"]["rollouts"], f"{d['domain']} rollouts by phase"),
-            table(["condition", "run", "weight", "harness", "eval", "total"],
+            table(["condition", "run", "weight", "harness", "eval", "total", "code (each start)"],
                   [[r["label"], r["run_id"], *(r["by_phase"].get(p, 0) for p in ("weight", "harness", "eval")),
-                    sum(r["by_phase"].values())] for r in d["rollouts"]])]
+                    sum(r["by_phase"].values()), r["code"]] for r in d["rollouts"]])]
     out += ["<h3>Harness proposer cost</h3>", image(d["images"]["proposer"], f"{d['domain']} proposer cost"),
             table(["condition", "run", "proposer", "calls", "input tokens", "output tokens", "cost (USD)",
                    "fallbacks"],
