@@ -30,6 +30,12 @@ def code_version(root: str | Path = ROOT) -> str:
     return f"{commit}+dirty.{hashlib.sha256(diff.encode()).hexdigest()[:12]}"
 
 
+def short_code(code: str) -> str:
+    """``code`` with its commit cut to 12 hex digits, keeping a ``+dirty.<hash>`` suffix."""
+    commit, sep, rest = code.partition("+")
+    return (commit[:12] if len(commit) == 40 else commit) + sep + rest
+
+
 def _git(root: str | Path, *args: str) -> str:
     out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, check=True)
     return out.stdout

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from whale.files import write_atomic
+from whale.provenance import short_code
 from whale.report import analysis as ra
 from whale.report import plots as rp
 from whale.report.compare import compare
@@ -61,7 +62,7 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
     series = [{"label": names[r.run_id], "condition": r.condition, "evals": r.evals} for r in runs]
     decomposition = [{"label": names[r.run_id], **ra.decomposition(r, pool)} for r in runs]
     rollouts = [{"label": names[r.run_id], "run_id": r.run_id, "by_phase": r.rollouts_by_phase,
-                 "code": ", ".join(_short(c) for c in r.codes) or "not recorded"} for r in runs]
+                 "code": ", ".join(short_code(c) for c in r.codes) or "not recorded"} for r in runs]
     proposer = [{"label": names[r.run_id], "run_id": r.run_id, **ra.proposer_summary(r)} for r in runs]
     steps = [{"label": names[r.run_id], "run_id": r.run_id, "condition": r.condition, "k": int(r.evals.iloc[-1]["k"]),
               "points": ra.steps(r)} for r in runs]
@@ -77,12 +78,6 @@ def domain_section(domain: str, pool: list[RunData], out_dir: Path) -> dict | No
             "proposer": rp.plot_proposer(domain, proposer, folder / "proposer_cost.png"),
         },
     }
-
-
-def _short(code: str) -> str:
-    """A commit as its first 12 hex digits, keeping a ``+dirty.<hash>`` suffix."""
-    commit, sep, rest = code.partition("+")
-    return (commit[:12] if len(commit) == 40 else commit) + sep + rest
 
 
 def _comparison(runs: list[RunData], domain: str) -> str:

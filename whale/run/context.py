@@ -115,6 +115,7 @@ class Run:
         self.domain = domain_for(settings, domain)
         self.store = Store(store_path(self.dir))
         self._check_same_run()
+        self._record_start()
         self.archive = Archive(self.dir, self.store, domain)
         base_model = model_dir(settings)
         resume = latest_checkpoint(self.dir / "checkpoints")
@@ -135,7 +136,6 @@ class Run:
                 self.domain_name, self.condition.name, _identity(params)):
             raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
                              "choose a new run id or delete runs/" + self.run_id)
-        self._record_start()
 
     def _record_start(self) -> None:
         """Store this process's code; a resume under other code goes on (a fix may be why it was
