@@ -10,15 +10,12 @@ from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_
 from harnesses.validate import check_candidate
 from tasks import log
 from whale.files import write_json
-from whale.rollout.backends.null import NullBackend
-from whale.rollout.engine import Engine
 from whale.rollout.metrics import summarize
 from whale.run.acceptance import AcceptRule, accept
 from whale.run.context import Request, Run, sandbox_limits
 from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
-NULL_SEED = 104729  # null-policy rollouts draw from a stream of their own
 # Common random numbers: every harness of a phase is scored on the same seeds per example, so
 # differences between harnesses are not differences between draws; the re-check draws anew.
 SCORE_SEED, RECHECK_SEED = 7, 7919
@@ -94,7 +91,7 @@ def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: b
     if reason:
         run.archive.set_status(harness_id, "invalid", reason)
         return False
-    null = null_reward(run, source)
+    null = run.null_reward(source)
     run.archive.set_null_reward(harness_id, null)
     limit = run.settings.harness_search.max_null_reward
     if null > limit:
@@ -103,16 +100,6 @@ def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: b
                                "its reward does not come from the model")
         return False
     return True
-
-
-def null_reward(run: Run, source: str) -> float:
-    """Mean reward on the harness split under the null policy, ``null_samples`` per example (no model
-    compute, not stored: one sample per example is too noisy to judge by; measured on a chess
-    candidate: 0.44 and 0.12 with two seeds at one sample, 0.19 at eight)."""
-    engine = Engine(NullBackend(run.engine.backend.tokenizer), run.domain, run.engine.sampling, run.engine.limits)
-    rollouts = engine.run(source, run.domain.examples("harness"), run.settings.harness_search.null_samples,
-                          run.settings.seed + NULL_SEED, progress=False)
-    return summarize(rollouts)["mean_at_k"]
 
 
 @task(cache_policy=NONE, task_run_name="evaluate_harnesses-c{cycle}-i{iteration}")

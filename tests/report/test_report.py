@@ -167,7 +167,7 @@ def test_metrics_best_and_equal_rollouts(report):
                                 "rollouts_at_best": 16, "final_mean_at_k": 0.375, "final_rollouts": 32,
                                 "at_equal_rollouts": 0.375, "equal_rollout_budget": 32,
                                 # per-example final rewards 1, .5, 0, 0: resampling 4 examples spans 0 to .75
-                                "final_ci95": [0.0, 0.75], "final_null_reward": None}  # h0 is never null-rolled
+                                "final_ci95": [0.0, 0.75], "final_null_reward": None}  # no null reward stored
     # whale's best (0.625) needs 48 rollouts; within B = 32 (inclusive) its best is the harness point at 32
     assert (m["whale"]["best_mean_at_k"], m["whale"]["rollouts_at_best"]) == (0.625, 48)
     assert (m["whale"]["at_equal_rollouts"], m["whale"]["equal_rollout_budget"]) == (0.5, 32)

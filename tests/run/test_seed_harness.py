@@ -1,0 +1,56 @@
+"""h0 passes the null-policy guard like every candidate: a hand-written h0 that plays the task
+itself stops the run before any rollout is drawn."""
+from __future__ import annotations
+
+import pytest
+
+from whale.testing import ROOT
+
+CHOICE = (ROOT / "harnesses" / "examples" / "chess_choice.py").read_text()
+# Offers only the mates when there are any, else only the captures: the null policy then solves.
+PLAYS_ITSELF = CHOICE.replace('choices=list(observation["legal_uci"])', """choices=[u for s, u in zip(
+            observation["legal_san"], observation["legal_uci"]) if s.endswith("#")] or [
+            u for s, u in zip(observation["legal_san"], observation["legal_uci"]) if "x" in s] or list(
+            observation["legal_uci"])""")
+
+
+def open_run(tmp_path, tiny_model_dir, h0_source: str):
+    from whale.run.conditions import get_condition
+    from whale.run.context import Run
+    from whale.run.settings import load_settings
+    from whale.testing import make_project
+
+    overrides = make_project(tmp_path, tiny_model_dir)
+    h0 = tmp_path / "h0.py"
+    h0.write_text(h0_source)
+    overrides["harness_search"]["h0"] = str(h0)
+    return Run(load_settings("params.yaml", None, overrides, "chess_puzzles"), "chess_puzzles",
+               get_condition("harness_only"), "r")
+
+
+def test_an_h0_that_earns_its_reward_through_the_model_is_archived_with_its_null_reward(
+        tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = open_run(tmp_path, tiny_model_dir, CHOICE)
+    try:
+        hid = run.seed_harness()
+        (null,) = run.store.query("SELECT null_reward FROM harnesses WHERE harness_id = ?", [hid])[0]
+        assert run.archive.status(hid) == ("ok", None) and 0 <= null <= 0.25
+        assert run.store.query("SELECT count(*) FROM rollouts")[0][0] == 0
+    finally:
+        run.close()
+
+
+def test_an_h0_that_solves_without_the_model_stops_the_run_and_stays_refused(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):  # the second start (a resume) reads the verdict back
+        run = open_run(tmp_path, tiny_model_dir, PLAYS_ITSELF)
+        try:
+            with pytest.raises(ValueError, match=r"h0 .*h0\.py scores [01]\.\d+ on the harness split under the null "
+                                                 r"policy .*max_null_reward 0\.25.*not come from the model"):
+                run.seed_harness()
+            (status, null), = run.store.query("SELECT status, null_reward FROM harnesses")
+            assert status == "solves_without_model" and null > 0.25
+            assert run.store.query("SELECT count(*) FROM rollouts")[0][0] == 0
+        finally:
+            run.close()
