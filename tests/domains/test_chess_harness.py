@@ -12,7 +12,8 @@ from domains.chess_puzzles import ChessEnvironment
 from harnesses.contract import Call, Finish, Prompt
 from harnesses.sandbox import static_violations
 from harnesses.seeds.chess_puzzles import Harness, parse_move
-from whale.rollout.backends.base import Backend, GenResult, Sampling
+from tests.support.chess import LineBackend
+from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
 from whale.types import Example
 
@@ -85,31 +86,6 @@ def test_correct_move_shows_the_reply_and_new_position():
     text = p.messages[0]["content"]
     assert isinstance(p, Prompt) and "opponent replied e6a6" in text and obs.data["fen"] in text
     assert "a3a6" in re.search(r"Legal moves: (.*)", text).group(1).split()
-
-
-class LineBackend(Backend):
-    """A stand-in model that answers the reference move of whatever position the prompt shows."""
-
-    weights_id = "scripted"
-
-    def __init__(self, tokenizer, examples, answer_fmt="<move>{}</move>"):
-        self.tokenizer, self.answer_fmt = tokenizer, answer_fmt
-        self.solutions = {}
-        for e in examples:
-            board = chess.Board(e.public["fen"])
-            for ply, uci in enumerate(e.gold["moves"]):
-                if ply % 2 == 0:
-                    self.solutions[board.fen()] = uci
-                board.push_uci(uci)
-
-    def generate(self, requests, sampling):
-        out = []
-        for req in requests:
-            fen = re.findall(r"FEN: (.*)", self.tokenizer.decode(req.ids))[-1].strip()
-            text = self.answer_fmt.format(self.solutions[fen])
-            out.append(GenResult(self.tokenizer.encode(text, add_special_tokens=False)
-                                 + [self.tokenizer.eos_token_id], "eos"))
-        return out
 
 
 @pytest.fixture(scope="module")
