@@ -82,7 +82,8 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
 
 @task(cache_policy=NONE, task_run_name="validate_candidate-{harness_id}")
 def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: bool) -> bool:
-    """Static rules, the contract and (prompt-only mode) the syntax-tree check; records `invalid`."""
+    """Static rules, the contract and (prompt-only mode) the syntax-tree check, recorded as `invalid`;
+    then the null-policy guard (`solves_without_model`)."""
     status = run.archive.status(harness_id)
     if status[0] != "pending":
         return status[0] == "ok"
@@ -91,15 +92,7 @@ def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: b
     if reason:
         run.archive.set_status(harness_id, "invalid", reason)
         return False
-    null = run.null_reward(source)
-    run.archive.set_null_reward(harness_id, null)
-    limit = run.settings.harness_search.max_null_reward
-    if null > limit:
-        run.archive.set_status(harness_id, "solves_without_model",
-                               f"scores {null:.3f} on the harness split under the null policy (limit {limit}): "
-                               "its reward does not come from the model")
-        return False
-    return True
+    return run.passes_null_guard(harness_id, source)
 
 
 @task(cache_policy=NONE, task_run_name="evaluate_harnesses-c{cycle}-i{iteration}")

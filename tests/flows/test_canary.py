@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from tests.support.chess import plays_itself
 from tests.support.messages_server import MessagesServer, message, tool_use
 from tests.support.procs import wait_until_none
 from whale.testing import make_project
@@ -50,10 +51,7 @@ if os.fork() == 0:
     os.execv('/bin/sleep', ['sleep', '{MARKER}'])
 print('{{"results": [[true, {{"kind": "finish"}}]]}}')"""),
     # Plays the tactic itself: mates when there are any, else captures. The null policy then scores.
-    "budgets": H0.replace('choices=list(observation["legal_uci"])', """choices=[u for s, u in zip(
-            observation["legal_san"], observation["legal_uci"]) if s.endswith("#")] or [
-            u for s, u in zip(observation["legal_san"], observation["legal_uci"]) if "x" in s] or list(
-            observation["legal_uci"])"""),
+    "budgets": plays_itself(H0),
     "retries": H0.replace("    max_turns = 9", "    max_turns = 10 ** 6").replace(
         "    token_budget = 256", "    token_budget = 10 ** 9"),
 }

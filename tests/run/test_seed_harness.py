@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.chess import plays_itself
 from whale.testing import ROOT
 
 CHOICE = (ROOT / "harnesses" / "examples" / "chess_choice.py").read_text()
-# Offers only the mates when there are any, else only the captures: the null policy then solves.
-PLAYS_ITSELF = CHOICE.replace('choices=list(observation["legal_uci"])', """choices=[u for s, u in zip(
-            observation["legal_san"], observation["legal_uci"]) if s.endswith("#")] or [
-            u for s, u in zip(observation["legal_san"], observation["legal_uci"]) if "x" in s] or list(
-            observation["legal_uci"])""")
+PLAYS_ITSELF = plays_itself(CHOICE)
 
 
 def open_run(tmp_path, tiny_model_dir, h0_source: str):

@@ -33,3 +33,12 @@ class LineBackend(Backend):
             out.append(GenResult(self.tokenizer.encode(text, add_special_tokens=False)
                                  + [self.tokenizer.eos_token_id], "eos"))
         return out
+
+
+def plays_itself(choice_source: str) -> str:
+    """``examples/chess_choice.py`` rewritten to offer only the mates when there are any, else only the
+    captures: it plays the tactic itself, so the null policy scores."""
+    return choice_source.replace('choices=list(observation["legal_uci"])', """choices=[u for s, u in zip(
+            observation["legal_san"], observation["legal_uci"]) if s.endswith("#")] or [
+            u for s, u in zip(observation["legal_san"], observation["legal_uci"]) if "x" in s] or list(
+            observation["legal_uci"])""")

@@ -154,20 +154,23 @@ class Run:
         play the task itself as well as a proposed one can), else the run stops before it starts."""
         source = h0_source(self.settings, self.domain_name)
         hid = self.archive.add(source, origin="seed")
-        limit = self.settings.harness_search.max_null_reward
-        if self.archive.status(hid)[0] == "pending":
-            null = self.null_reward(source)
-            self.archive.set_null_reward(hid, null)
-            if null > limit:
-                self.archive.set_status(hid, "solves_without_model",
-                                        f"scores {null:.3f} on the harness split under the null policy")
-            else:
-                self.archive.set_status(hid, "ok")
+        if self.archive.status(hid)[0] == "pending" and self.passes_null_guard(hid, source):
+            self.archive.set_status(hid, "ok")
         status, reason = self.archive.status(hid)
         if status != "ok":
-            raise ValueError(f"h0 {h0_path(self.settings, self.domain_name)} {reason} (harness_search."
-                             f"max_null_reward {limit}): its reward would not come from the model")
+            raise ValueError(f"h0 {h0_path(self.settings, self.domain_name)} {reason}")
         return hid
+
+    def passes_null_guard(self, hid: str, source: str) -> bool:
+        """Store the harness's null reward; above ``max_null_reward`` mark it ``solves_without_model``."""
+        null = self.null_reward(source)
+        self.archive.set_null_reward(hid, null)
+        limit = self.settings.harness_search.max_null_reward
+        if null > limit:
+            self.archive.set_status(hid, "solves_without_model",
+                                    f"scores {null:.3f} on the harness split under the null policy (harness_search."
+                                    f"max_null_reward {limit}): its reward does not come from the model")
+        return null <= limit
 
     def null_reward(self, source: str) -> float:
         """Mean reward on the harness split under the null policy, ``null_samples`` per example (no
