@@ -231,3 +231,23 @@ def test_dry_run_prints_the_plan_and_refuses_what_cannot_run(tmp_path, tiny_mode
     captured = capsys.readouterr()
     assert "below h0's token budget" in captured.out and "smaller than one prompt batch" in captured.out
     assert "holds weight 4 (params: 9)" in captured.out and "dry run: 3 problem(s)" in captured.err
+
+
+def test_dry_run_measures_h0_under_the_null_policy(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    """The run would stop at start on an h0 that plays the task itself: the dry run says so first."""
+    from tests.support.chess import plays_itself
+    from whale.cli import main
+
+    overrides = make_project(tmp_path, tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--domain", "chess_puzzles", "--condition", "whale", "--dry-run",
+                 "--set", json.dumps(overrides)]) == 0
+    assert "h0 null policy: 0." in capsys.readouterr().out
+    h0 = tmp_path / "h0.py"
+    h0.write_text(plays_itself(Path(overrides["harness_search"]["h0"]).read_text()))
+    overrides["harness_search"]["h0"] = str(h0)
+    assert main(["run", "--domain", "chess_puzzles", "--condition", "whale", "--dry-run",
+                 "--set", json.dumps(overrides)]) == 2
+    captured = capsys.readouterr()
+    assert f"h0 {h0}: scores 1.000 under the null policy" in captured.out
+    assert "dry run: 1 problem(s)" in captured.err and not (tmp_path / "runs").exists()

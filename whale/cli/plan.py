@@ -1,8 +1,9 @@
 """`whale run --dry-run`: check every file and setting a run needs and print its plan, spending nothing.
 
 Before GPU hours go into a run: the data splits load, the initial harness passes the candidate
-checks, the model's config is readable, `rsft.max_seq_len` holds the harness's token budget, and
-the budget buys whole phases. The plan counts rollouts per unit of work, phases and evaluations,
+checks and the null-policy guard (where the model's tokenizer is already exported), the model's
+config is readable, `rsft.max_seq_len` holds the harness's token budget, and the budget buys whole
+phases. The plan counts rollouts per unit of work, phases and evaluations,
 and estimates the trainer's memory from the model's config (weights, gradients and AdamW state in
 fp32: 16 bytes per parameter, activations not included). Exit code 2 when something is wrong.
 """
@@ -83,11 +84,39 @@ def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
         if tokens and s.rsft.max_seq_len < tokens:
             plan.problems.append(f"rsft.max_seq_len {s.rsft.max_seq_len} is below h0's token budget {tokens}: "
                                  "accepted rollouts would be cut before the answer that earned them")
+        if not reason and "harness" in sizes:
+            _null_guard(plan, s, domain, h0, source)
 
     _model(plan, s)
     _parallel(plan, s)
     _spend(plan, s, sizes)
     return plan
+
+
+def _null_guard(plan: Plan, s: Settings, domain: str, h0: Path, source: str) -> None:
+    """h0 under the null policy, as the run measures it before its first rollout: the harness runs
+    in its jail, the policy picks uniformly among each turn's choices; no model compute."""
+    from harnesses.jail import JailUnavailable, check_jail
+    from whale.run.context import domain_for, null_policy_reward
+
+    tokenizer_dir = Path(s.model.export_dir)
+    if not (tokenizer_dir / "tokenizer_config.json").is_file():
+        plan.add(f"h0 null policy: not measured (no tokenizer in {tokenizer_dir} yet; the run measures it at start)")
+        return
+    try:
+        check_jail(s.sandbox.jail)
+    except JailUnavailable as e:
+        plan.problems.append(f"sandbox.jail: {e}")
+        return
+    from transformers import AutoTokenizer
+
+    h = s.harness_search
+    null = null_policy_reward(s, domain_for(s, domain), source, AutoTokenizer.from_pretrained(tokenizer_dir))
+    plan.add(f"h0 null policy: {null:.3f} on the harness split ({h.null_samples} per example; "
+             f"harness_search.max_null_reward {h.max_null_reward})")
+    if null > h.max_null_reward:
+        plan.problems.append(f"h0 {h0}: scores {null:.3f} under the null policy (harness_search.max_null_reward "
+                             f"{h.max_null_reward}): its reward would not come from the model")
 
 
 def _parallel(plan: Plan, s: Settings) -> None:

@@ -81,6 +81,17 @@ def rsft_config(settings: Settings) -> RSFTConfig:
                       seed=settings.seed, dtype=settings.model.dtype, processes=r.processes)
 
 
+def null_policy_reward(settings: Settings, domain, source: str, tokenizer) -> float:
+    """Mean reward of ``source`` on the harness split under the null policy, ``null_samples`` per
+    example (no model compute, not stored: one sample per example is too noisy to judge by;
+    measured on a chess candidate: 0.44 and 0.12 with two seeds at one sample, 0.19 at eight)."""
+    engine = Engine(NullBackend(tokenizer), domain, Sampling(**settings.sampling.model_dump()),
+                    sandbox_limits(settings))
+    rollouts = engine.run(source, domain.examples("harness"), settings.harness_search.null_samples,
+                          settings.seed + NULL_SEED, progress=False)
+    return summarize(rollouts)["mean_at_k"]
+
+
 def domain_for(settings: Settings, name: str, data_dir: str | Path = "data"):
     """The domain ``name`` (examples under ``data_dir``) with its verifier options from params.yaml."""
     options = settings.verifier.search_qa.model_dump() if name == "search_qa" else {}
@@ -163,7 +174,7 @@ class Run:
 
     def passes_null_guard(self, hid: str, source: str) -> bool:
         """Store the harness's null reward; above ``max_null_reward`` mark it ``solves_without_model``."""
-        null = self.null_reward(source)
+        null = null_policy_reward(self.settings, self.domain, source, self.engine.backend.tokenizer)
         self.archive.set_null_reward(hid, null)
         limit = self.settings.harness_search.max_null_reward
         if null > limit:
@@ -171,16 +182,6 @@ class Run:
                                     f"scores {null:.3f} on the harness split under the null policy (harness_search."
                                     f"max_null_reward {limit}): its reward does not come from the model")
         return null <= limit
-
-    def null_reward(self, source: str) -> float:
-        """Mean reward on the harness split under the null policy, ``null_samples`` per example (no
-        model compute, not stored: one sample per example is too noisy to judge by; measured on a
-        chess candidate: 0.44 and 0.12 with two seeds at one sample, 0.19 at eight)."""
-        engine = Engine(NullBackend(self.engine.backend.tokenizer), self.domain, self.engine.sampling,
-                        self.engine.limits)
-        rollouts = engine.run(source, self.domain.examples("harness"), self.settings.harness_search.null_samples,
-                              self.settings.seed + NULL_SEED, progress=False)
-        return summarize(rollouts)["mean_at_k"]
 
     def key(self, cycle: int, phase: str, step: int, harness_id: str, examples: list[Example], k: int, seed: int,
             any_boundary: bool = False) -> RolloutKey:
