@@ -13,6 +13,7 @@ from whale.files import write_json
 from whale.rollout.metrics import summarize
 from whale.run.acceptance import AcceptRule, accept
 from whale.run.context import Request, Run, sandbox_limits
+from whale.store import RECHECK_ITERATION
 from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +157,7 @@ def select_harness(run: Run, cycle: int) -> dict:
     Ties go to fewer mean turns, then to the earlier iteration: a newcomer must be strictly better.
     When the phase was re-checked (``recheck_harnesses``), the re-check scores decide.
     """
-    rows = _ranked(run, cycle, "iteration = 0", 1) or _ranked(run, cycle, "iteration >= 1", 1)
+    rows = _ranked(run, cycle, f"iteration = {RECHECK_ITERATION}", 1) or _ranked(run, cycle, "iteration >= 1", 1)
     hid, score, turns, it = rows[0]
     return {"harness_id": hid, "mean_reward": score, "mean_turns": turns, "iteration": it}
 
@@ -171,10 +172,10 @@ def recheck_harnesses(run: Run, cycle: int, incoming: str, top: int, samples: in
     if not challengers or not sample:  # nothing to decide between, or no budget left: no samples spent
         return [incoming, *challengers]
     hids = [incoming, *challengers]
-    requests = [Request([(_key(run, cycle, 0, hid, examples, samples, RECHECK_SEED), examples)], f"re-check {hid}")
-                for hid in hids]
+    requests = [Request([(_key(run, cycle, RECHECK_ITERATION, hid, examples, samples, RECHECK_SEED), examples)],
+                        f"re-check {hid}") for hid in hids]
     for hid, result in zip(hids, run.rollouts(requests), strict=True):
-        _score(run, cycle, 0, hid, result.rollouts)
+        _score(run, cycle, RECHECK_ITERATION, hid, result.rollouts)
     return hids
 
 
@@ -196,4 +197,4 @@ def accept_harness(run: Run, cycle: int, incoming: str, rechecked: list[str]) ->
     hid = verdict.harness_id
     scores = per_example[hid]
     return {"harness_id": hid, "mean_reward": sum(scores.values()) / len(scores),
-            "mean_turns": sum(turns[hid]) / len(turns[hid]), "iteration": 0, "reason": verdict.reason}
+            "mean_turns": sum(turns[hid]) / len(turns[hid]), "iteration": RECHECK_ITERATION, "reason": verdict.reason}

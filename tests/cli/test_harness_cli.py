@@ -53,7 +53,8 @@ def run_dir(tmp_path):
     broken = archive.add(BROKEN, origin="offline", parents=[seed], hypothesis="typo", cycle=1, iteration=2)
     archive.set_status(broken, "error", "Traceback (most recent call last):\nNameError: name 'oops' is not defined")
     store.insert("scores", [_score(seed, W0, 1, 1, 0.25), _score(child, W0, 1, 2, 0.5), _score(child, W0, 1, 3, 0.375),
-                            _score(child, W1, 2, 1, 0.625), _score(grand, W1, 2, 2, 0.5)])
+                            _score(child, W1, 2, 1, 0.625), _score(grand, W1, 2, 2, 0.5),
+                            _score(child, W1, 2, 0, 0.5625)])
     store.insert("phases", [_phase(1, "weight", seed, W0), _phase(1, "harness", child, W0),
                             _phase(2, "weight", child, W1), _phase(2, "harness", child, W1)])
     store.close()
@@ -70,6 +71,7 @@ def test_show_lists_metadata_scores_roles_and_source(run_dir):
     assert "phases:     accepted c1, weights c2, accepted c2" in out
     assert f"weights {W0}  harness c1 i2  mean 0.500 over 16" in out
     assert f"weights {W1}  harness c2 i1  mean 0.625 over 16" in out
+    assert f"weights {W1}  harness c2 re-check  mean 0.562 over 16" in out  # the acceptance re-check
     assert out.rstrip().endswith(CHILD.rstrip())
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from harnesses.archive import first_parents
-from whale.store import Store, find_stores, read_through_snapshot, store_path
+from whale.store import Store, find_stores, read_through_snapshot, score_label, store_path
 
 FIELDS = ("harness_id", "domain", "parents", "origin", "hypothesis", "axis", "components",
           "status", "error", "cycle", "iteration", "null_reward")
@@ -117,8 +117,8 @@ def show(run_dir: str | Path, harness_id: str) -> str:
         lines.append(f"  phases:     {', '.join(roles)}")
     lines.append("scores:" if scores else "scores: none")
     for wid, split, cycle, it, n, mean, fmt, trunc, err, turns in scores:
-        lines.append(f"  weights {wid}  {split:<7} c{cycle} i{it}  mean {mean:.3f} over {n}  format {fmt:.2f}  "
-                     f"truncated {trunc:.2f}  errors {err:.2f}  turns {turns:.2f}")
+        lines.append(f"  weights {wid}  {split:<7} {score_label(cycle, it)}  mean {mean:.3f} over {n}  "
+                     f"format {fmt:.2f}  truncated {trunc:.2f}  errors {err:.2f}  turns {turns:.2f}")
     lines += ["", f"# --- {hid}.py ---", _source(Path(run_dir), hid).rstrip("\n")]
     return "\n".join(lines) + "\n"
 

@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 
 from whale.report.analysis import RULES
+from whale.store import score_label
 
 CSS = """
 body { font-family: sans-serif; margin: 24px auto; max-width: 1150px; color: #222; }
@@ -161,7 +162,8 @@ def _lineages(d: dict) -> list[str]:
         rows = []
         for n in lin["nodes"]:
             scores = "; ".join(f"{s['weights_id']}: {s['mean_reward']:.3f} "
-                               f"(c{s['cycle']} i{s['iteration']}, n={s['n']})" for s in n["scores"]) or "none"
+                               f"({score_label(s['cycle'], s['iteration'])}, n={s['n']})"
+                               for s in n["scores"]) or "none"
             where = "" if n["cycle"] is None else f"c{n['cycle']} i{n['iteration']}"
             rows.append([n["harness_id"], n["origin"] if n["known"] else "(not in archive)", where, n["axis"],
                          n["status"], n["hypothesis"], scores])

@@ -87,6 +87,8 @@ _ROLLOUT_TYPES = {
 DB = "rollouts.duckdb"
 SNAPSHOT = "snapshot.duckdb"
 SNAPSHOT_EVERY_S = 30.0
+# A harness phase's acceptance re-check stores its scores as iteration 0 (its iterations are 1, 2, ...).
+RECHECK_ITERATION = 0
 # A copy may take at most 1/SNAPSHOT_COST_SHARE of the wall time (stores of many GB copy less often).
 SNAPSHOT_COST_SHARE = 20
 
@@ -270,3 +272,8 @@ class Store:
 
     def df(self, sql: str, params: list | None = None):
         return self.con.execute(sql, params or []).df()
+
+
+def score_label(cycle: int, iteration: int) -> str:
+    """Where a harness-split score was taken: ``c2 i3``, or ``c2 re-check``."""
+    return f"c{cycle} re-check" if iteration == RECHECK_ITERATION else f"c{cycle} i{iteration}"
