@@ -8,12 +8,11 @@ from pathlib import Path
 import chess
 import pytest
 
-from domains import get_domain
 from domains.chess_puzzles import ChessEnvironment
 from harnesses.contract import Call, Finish, Prompt
 from harnesses.examples.chess_annotated import Harness
 from harnesses.sandbox import static_violations
-from tests.support.chess import LineBackend
+from tests.support.chess import MATE2, LineBackend, prepared_domain
 from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
@@ -23,8 +22,6 @@ SOURCE = Path(__file__).resolve().parents[2] / "harnesses" / "examples" / "chess
 # White to move: only Qxd8# takes (the rook) and mates; every other move is quiet
 MIXED = Example("mixed", "test", {"fen": "3r2k1/5ppr/8/8/8/8/5PPP/3Q2K1 w - - 0 1", "type": "mate1",
                                   "n_solver_moves": 1}, {"moves": ["d1d8"]})
-MATE2 = Example("m2", "test", {"fen": "k7/2K1p3/4r3/8/8/2R5/8/8 w - - 0 1", "type": "mate2", "n_solver_moves": 2},
-                {"moves": ["c3a3", "e6a6", "a3a6"]})
 
 
 def test_example_passes_the_sandbox_static_check():
@@ -58,9 +55,7 @@ def test_act_calls_the_chosen_move_and_a_wrong_or_finished_line_ends():
 
 @pytest.fixture(scope="module")
 def domain(tmp_path_factory):
-    d = get_domain("chess_puzzles", str(tmp_path_factory.mktemp("data")))
-    d.prepare({"weight": 0, "harness": 0, "test": 8}, seed=0)
-    return d
+    return prepared_domain(tmp_path_factory.mktemp("data"), 8)
 
 
 def test_the_reference_moves_solve_and_the_null_policy_does_not(domain, tokenizer):

@@ -7,12 +7,11 @@ from domains import get_domain
 from domains.chess_puzzles import ChessEnvironment
 from domains.chess_puzzles.verify import verify
 from harnesses.contract import Call
+from tests.support.chess import MATE2
 from whale.types import Example
 
 MATE1 = Example("m1", "test", {"fen": "k7/8/1K6/8/8/8/8/7R w - - 0 1", "type": "mate1", "n_solver_moves": 1},
                 {"moves": ["h1h8"]})
-MATE2 = Example("m2", "test", {"fen": "k7/2K1p3/4r3/8/8/2R5/8/8 w - - 0 1", "type": "mate2", "n_solver_moves": 2},
-                {"moves": ["c3a3", "e6a6", "a3a6"]})
 BOARD_FIELDS = {"fen", "board", "side_to_move", "legal_uci", "legal_san", "last_opponent_move",
                 "moves_played", "move_number", "type", "n_solver_moves"}
 

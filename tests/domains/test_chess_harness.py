@@ -7,19 +7,15 @@ from pathlib import Path
 import chess
 import pytest
 
-from domains import get_domain
 from domains.chess_puzzles import ChessEnvironment
 from harnesses.contract import Call, Finish, Prompt
 from harnesses.sandbox import static_violations
 from harnesses.seeds.chess_puzzles import Harness, parse_move
-from tests.support.chess import LineBackend
+from tests.support.chess import MATE2, LineBackend, prepared_domain
 from whale.rollout.backends.base import Sampling
 from whale.rollout.engine import Engine
-from whale.types import Example
 
 SOURCE = Path(__file__).resolve().parents[2] / "harnesses" / "seeds" / "chess_puzzles.py"
-MATE2 = Example("m2", "test", {"fen": "k7/2K1p3/4r3/8/8/2R5/8/8 w - - 0 1", "type": "mate2", "n_solver_moves": 2},
-                {"moves": ["c3a3", "e6a6", "a3a6"]})
 
 
 def started(example=MATE2):
@@ -90,9 +86,7 @@ def test_correct_move_shows_the_reply_and_new_position():
 
 @pytest.fixture(scope="module")
 def domain(tmp_path_factory):
-    d = get_domain("chess_puzzles", str(tmp_path_factory.mktemp("data")))
-    d.prepare({"weight": 0, "harness": 0, "test": 3}, seed=0)
-    return d
+    return prepared_domain(tmp_path_factory.mktemp("data"), 3)
 
 
 def test_h0_solves_with_the_reference_moves_through_the_engine(domain, tokenizer):

@@ -5,7 +5,13 @@ import re
 
 import chess
 
+from domains import get_domain
 from whale.rollout.backends.base import Backend, GenResult
+from whale.types import Example
+
+# A mate in two: the solver's two moves around the opponent's forced reply.
+MATE2 = Example("m2", "test", {"fen": "k7/2K1p3/4r3/8/8/2R5/8/8 w - - 0 1", "type": "mate2", "n_solver_moves": 2},
+                {"moves": ["c3a3", "e6a6", "a3a6"]})
 
 
 class LineBackend(Backend):
@@ -42,3 +48,10 @@ def plays_itself(choice_source: str) -> str:
             observation["legal_san"], observation["legal_uci"]) if s.endswith("#")] or [
             u for s, u in zip(observation["legal_san"], observation["legal_uci"]) if "x" in s] or list(
             observation["legal_uci"])""")
+
+
+def prepared_domain(directory, test: int):
+    """The chess domain with ``test`` generated test examples (seed 0) under ``directory``."""
+    d = get_domain("chess_puzzles", str(directory))
+    d.prepare({"weight": 0, "harness": 0, "test": test}, seed=0)
+    return d
