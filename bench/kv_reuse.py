@@ -4,7 +4,9 @@ Math-like episodes through the real engine and the transformers backend: a long 
 (a problem and instructions), then each turn appends a tool-output-like observation and the
 model writes up to ``--new-tokens`` tokens, for ``--turns`` turns. Each variant runs in its own
 process (so its peak RSS is its own), alternating A B A B under the same load; the tokens of
-both must be identical. Prints one JSON line: rollouts/s and peak RSS of each, and the ratios.
+both must be identical. Prints one JSON line: rollouts/s and peak RSS of each, and the ratios; the
+seconds each spent in prefill forwards and in decoding steps, and the speedup that reuse could at
+most give (the re-prefill run's wall time over that time less its prefill).
 
     python bench/kv_reuse.py                          # SmolLM2, 32 episodes x 4 turns
     python bench/kv_reuse.py --episodes 8 --repeats 1 # quick
@@ -70,6 +72,9 @@ def variant(args) -> None:
                       "turns": sum(r.turns for r in rollouts) / len(rollouts),
                       "context": max(len(r.token_ids) for r in rollouts),
                       "reused_tokens": backend.prefix.reused_tokens, "refused": backend.prefix.refused,
+                      "prefill_s": backend.timings.prefill_s, "decode_s": backend.timings.decode_s,
+                      "prefill_positions": backend.timings.prefill_positions,
+                      "decode_steps": backend.timings.decode_steps,
                       "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 
 
@@ -104,6 +109,11 @@ def main() -> None:
         "reprefill_peak_rss_gb": round(max(r["peak_rss_gb"] for r in runs["reprefill"]), 2),
         "reuse_peak_rss_gb": round(max(r["peak_rss_gb"] for r in runs["reuse"]), 2),
         "reused_tokens": best["reuse"]["reused_tokens"], "refused_entries": best["reuse"]["refused"],
+        **{f"{name}_{part}": round(best[name][part], 1) for name in best for part in ("prefill_s", "decode_s")},
+        **{f"{name}_{part}": best[name][part] for name in best for part in ("prefill_positions", "decode_steps")},
+        # the most any prefill saving could give: the re-prefill run with its prefill free
+        "bound_if_prefill_free": round(best["reprefill"]["wall_s"] / (best["reprefill"]["wall_s"]
+                                                                     - best["reprefill"]["prefill_s"]), 2),
         "same_tokens": len(digests) == 1,
     }))
 

@@ -97,12 +97,13 @@ def test_cross_turn_kv_reuse_gives_the_tokens_of_a_full_prefill(varied_model_dir
     from tests.toy_domain import ECHO_HARNESS, ToyDomain
     from whale.rollout.engine import Engine
 
-    runs = {}
+    runs, timings = {}, {}
     for budget_mb in (0, 64):
         backend = TransformersBackend(str(varied_model_dir), max_batch=8, kv_reuse_mb=budget_mb)
         engine = Engine(backend, ToyDomain(n=4), Sampling(temperature=1.0, top_p=1.0, top_k=0))
         runs[budget_mb] = [(r.token_ids, r.mask) for r in engine.run(ECHO_HARNESS, ToyDomain(n=4).items, k=2,
                                                                      seed=3, progress=False)]
+        timings[budget_mb] = backend.timings
         stats = backend.prefix
         if budget_mb:
             # every turn after an episode's first reused its past; ended episodes were released
@@ -110,6 +111,9 @@ def test_cross_turn_kv_reuse_gives_the_tokens_of_a_full_prefill(varied_model_dir
         else:
             assert stats.hits == 0 and not stats.entries
     assert runs[64] == runs[0]
+    # the same decoding steps; the reusing turns prefilled only their new tokens
+    assert timings[64].decode_steps == timings[0].decode_steps > 0
+    assert 0 < timings[64].prefill_positions < timings[0].prefill_positions
     assert max(len(ids) for ids, _ in runs[0]) > 40  # several turns of context
 
 

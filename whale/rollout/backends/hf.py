@@ -6,6 +6,9 @@ short turns do not pay for long ones.
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
@@ -95,11 +98,22 @@ def batches(lengths: list[int], max_batch: int, max_tokens: int) -> list[list[in
     return out
 
 
+@dataclass
+class Timings:
+    """Generation time in prefill forwards (reused keys copied in) and in decoding steps (sampling in)."""
+
+    prefill_s: float = 0.0
+    prefill_positions: int = 0  # rows x padded new tokens of every prefill
+    decode_s: float = 0.0
+    decode_steps: int = 0
+
+
 class TransformersBackend(Backend):
     def __init__(self, model_dir: str, dtype: str = "float32", max_batch: int = 32, kv_reuse_mb: float = 0,
                  max_batch_tokens: int = 0):
         self.dtype, self.max_batch, self.max_batch_tokens = dtype, max_batch, max_batch_tokens
         self.prefix = PrefixCache(kv_reuse_mb)
+        self.timings = Timings()
         self.load(model_dir)
 
     def release(self, sessions: list[str]) -> None:
@@ -150,6 +164,7 @@ class TransformersBackend(Backend):
 
     def _batch(self, reqs: list[GenRequest], past: list[Entry | None], sampling: Sampling) -> list[GenResult]:
         """One batch of requests; ``past``: each one's reused keys and values, or None."""
+        start = time.perf_counter()
         done = [len(e.ids) if e else 0 for e in past]  # tokens whose keys and values are reused
         n, held, width = len(reqs), max(done), max(len(r.ids) - d for r, d in zip(reqs, done, strict=True))
         # Row layout: [pad | reused past] [pad | new tokens]; left padding in each part keeps every
@@ -173,6 +188,9 @@ class TransformersBackend(Backend):
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=1)
         cache, logits = _cache(out), out.logits[:, -1, :].float()
+        prefilled = time.perf_counter()
+        self.timings.prefill_s += prefilled - start
+        self.timings.prefill_positions += n * width
         gens = [torch.Generator().manual_seed(r.seed) for r in reqs]
         constraints = [ChoiceConstraint(self.tokenizer, r.choices, self.eos_id) if r.choices else None for r in reqs]
         generated: list[list[int]] = [[] for _ in reqs]
@@ -207,6 +225,8 @@ class TransformersBackend(Backend):
             out = self.model(input_ids=torch.tensor(feed, device=dev).unsqueeze(1), attention_mask=attn,
                              position_ids=last_pos.unsqueeze(1), cache=cache, use_cache=True)
             cache, logits = _cache(out), out.logits[:, -1, :].float()
+            self.timings.decode_steps += 1
+        self.timings.decode_s += time.perf_counter() - prefilled
         return results
 
     def _preload(self, cache: Cache, past: list, done: list[int], held: int, capacity: int) -> None:
