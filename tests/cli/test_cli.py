@@ -249,5 +249,5 @@ def test_dry_run_measures_h0_under_the_null_policy(tmp_path, tiny_model_dir, cap
     assert main(["run", "--domain", "chess_puzzles", "--condition", "whale", "--dry-run",
                  "--set", json.dumps(overrides)]) == 2
     captured = capsys.readouterr()
-    assert f"h0 {h0}: scores 1.000 under the null policy" in captured.out
+    assert f"h0 {h0}: scores 1.000 on the harness split under the null policy" in captured.out
     assert "dry run: 1 problem(s)" in captured.err and not (tmp_path / "runs").exists()

@@ -97,7 +97,7 @@ def _null_guard(plan: Plan, s: Settings, domain: str, h0: Path, source: str) -> 
     """h0 under the null policy, as the run measures it before its first rollout: the harness runs
     in its jail, the policy picks uniformly among each turn's choices; no model compute."""
     from harnesses.jail import JailUnavailable, check_jail
-    from whale.run.context import domain_for, null_policy_reward
+    from whale.run.context import domain_for, null_guard_verdict, null_policy_reward
 
     tokenizer_dir = Path(s.model.export_dir)
     if not (tokenizer_dir / "tokenizer_config.json").is_file():
@@ -114,9 +114,9 @@ def _null_guard(plan: Plan, s: Settings, domain: str, h0: Path, source: str) -> 
     null = null_policy_reward(s, domain_for(s, domain), source, AutoTokenizer.from_pretrained(tokenizer_dir))
     plan.add(f"h0 null policy: {null:.3f} on the harness split ({h.null_samples} per example; "
              f"harness_search.max_null_reward {h.max_null_reward})")
-    if null > h.max_null_reward:
-        plan.problems.append(f"h0 {h0}: scores {null:.3f} under the null policy (harness_search.max_null_reward "
-                             f"{h.max_null_reward}): its reward would not come from the model")
+    reason = null_guard_verdict(s, null)
+    if reason:
+        plan.problems.append(f"h0 {h0}: {reason}")
 
 
 def _parallel(plan: Plan, s: Settings) -> None:

@@ -92,6 +92,15 @@ def null_policy_reward(settings: Settings, domain, source: str, tokenizer) -> fl
     return summarize(rollouts)["mean_at_k"]
 
 
+def null_guard_verdict(settings: Settings, null: float) -> str | None:
+    """Why a harness with null-policy reward ``null`` is refused, or None when it passes."""
+    limit = settings.harness_search.max_null_reward
+    if null <= limit:
+        return None
+    return (f"scores {null:.3f} on the harness split under the null policy (harness_search.max_null_reward "
+            f"{limit}): its reward does not come from the model")
+
+
 def domain_for(settings: Settings, name: str, data_dir: str | Path = "data"):
     """The domain ``name`` (examples under ``data_dir``) with its verifier options from params.yaml."""
     options = settings.verifier.search_qa.model_dump() if name == "search_qa" else {}
@@ -176,12 +185,10 @@ class Run:
         """Store the harness's null reward; above ``max_null_reward`` mark it ``solves_without_model``."""
         null = null_policy_reward(self.settings, self.domain, source, self.engine.backend.tokenizer)
         self.archive.set_null_reward(hid, null)
-        limit = self.settings.harness_search.max_null_reward
-        if null > limit:
-            self.archive.set_status(hid, "solves_without_model",
-                                    f"scores {null:.3f} on the harness split under the null policy (harness_search."
-                                    f"max_null_reward {limit}): its reward does not come from the model")
-        return null <= limit
+        reason = null_guard_verdict(self.settings, null)
+        if reason:
+            self.archive.set_status(hid, "solves_without_model", reason)
+        return reason is None
 
     def key(self, cycle: int, phase: str, step: int, harness_id: str, examples: list[Example], k: int, seed: int,
             any_boundary: bool = False) -> RolloutKey:
