@@ -117,6 +117,29 @@ def test_cross_turn_kv_reuse_gives_the_tokens_of_a_full_prefill(varied_model_dir
     assert max(len(ids) for ids, _ in runs[0]) > 40  # several turns of context
 
 
+def test_kv_reuse_past_its_budget_with_an_example_passed_twice(varied_model_dir, monkeypatch):
+    """A budget that refuses some entries, and every example passed twice: each episode has its
+    own session (a shared one would hand one copy's keys to the other), and the tokens are still
+    those of the re-prefill path."""
+    from tests.toy_domain import ECHO_HARNESS, ToyDomain
+    from whale.rollout.engine import Engine
+
+    items = ToyDomain(n=4).items * 2
+    runs, sessions = {}, []
+    for budget_mb in (0, 0.1):
+        backend = TransformersBackend(str(varied_model_dir), max_batch=3, kv_reuse_mb=budget_mb)
+        monkeypatch.setattr(backend, "generate", lambda reqs, sampling, generate=backend.generate:
+                            sessions.append([r.session for r in reqs]) or generate(reqs, sampling))
+        engine = Engine(backend, ToyDomain(n=4), Sampling(temperature=1.0, top_p=1.0, top_k=0))
+        runs[budget_mb] = [(r.token_ids, r.mask) for r in engine.run(ECHO_HARNESS, items, k=1, seed=3,
+                                                                     progress=False)]
+        if budget_mb:
+            assert backend.prefix.refused > 0 and backend.prefix.hits > 0
+    assert runs[0.1] == runs[0]
+    assert runs[0][:4] == runs[0][4:]  # the copies are the same episodes (same seeds)
+    assert all(len(set(turn)) == len(turn) for turn in sessions) and len(sessions[0]) == 8
+
+
 def test_rows_that_reuse_a_past_are_batched_apart_from_rows_that_prefill(varied_model_dir, monkeypatch):
     """Only some episodes keep their past (here: every other session), so a turn holds both kinds
     of rows; each batch holds one kind, and the tokens are still those of the re-prefill path."""

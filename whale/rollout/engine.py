@@ -72,8 +72,10 @@ class Engine:
             ctx: RolloutContext | None = None, progress: bool = True, desc: str = "rollouts") -> list[Rollout]:
         ctx = ctx or RolloutContext()
         tag = uuid.uuid4().hex
-        episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None, session=f"{tag}:{ex.id}:{s}")
-                    for ex in examples for s in range(k)]
+        pairs = [(ex, s) for ex in examples for s in range(k)]
+        # one session per episode, even where a caller passes an example twice
+        episodes = [Episode(ex, s, rollout_seed(seed, ex.id, s), None, session=f"{tag}:{n}")
+                    for n, (ex, s) in enumerate(pairs)]
         bar = Progress(len(episodes), desc, enabled=progress)
         try:
             sandbox = HarnessSandbox(source, self.limits)
