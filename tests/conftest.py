@@ -77,3 +77,21 @@ def pytest_sessionfinish(session, exitstatus):
     APILogWorker.drain_all(timeout=5)  # run logs still queued for the server go out before it stops
     for instance in list(server.SubprocessASGIServer._instances.values()):
         instance.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    """The interpreter of the vLLM server's venv (`make vllm`; WHALE_VLLM_PYTHON names another)."""
+    python = os.environ.get("WHALE_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
+    if not Path(python).exists():
+        pytest.fail(f"{python} is missing: build the vLLM server's venv with `make vllm` (make test does)")
+    return python
+
+
+@pytest.fixture(scope="session")
+def vllm_tiny_dir(tokenizer_dir, tmp_path_factory) -> Path:
+    """The tiny model as vLLM's CPU attention takes it (heads of 32 dimensions), with untied, wide
+    random weights: greedy output depends on the prompt, with clear margins between tokens."""
+    from whale.testing import tiny_model
+
+    return tiny_model(tokenizer_dir, tmp_path_factory.mktemp("vllm_tiny"), hidden=128, init=1.0, tied=False)

@@ -28,18 +28,22 @@ def make_project(tmp: Path, model_dir: Path, domains=("chess_puzzles",)) -> dict
     }
 
 
-def tiny_model(tokenizer_dir: str | Path, out: str | Path) -> Path:
-    """A 2-layer Llama with random weights (seed 0) and the given tokenizer, saved like an export."""
+def tiny_model(tokenizer_dir: str | Path, out: str | Path, hidden: int = 64, init: float | None = None,
+               tied: bool = True) -> Path:
+    """A 2-layer Llama with random weights (seed 0) and the given tokenizer, saved like an export.
+    ``hidden`` 128 gives heads of 32 dimensions, the smallest vLLM's CPU attention supports; ``init``
+    (the initializer range) near 1 with untied embeddings gives prompt-dependent greedy output
+    with clear margins, which comparisons of two engines need."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tied, **({"initializer_range": init} if init is not None else {}),
     )
     LlamaForCausalLM(config).save_pretrained(out)
     tok.save_pretrained(out)

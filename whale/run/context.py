@@ -22,6 +22,7 @@ from whale.provenance import code_version
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.null import NullBackend
+from whale.rollout.backends.vllm_server import ServerConfig
 from whale.rollout.engine import Engine
 from whale.rollout.metrics import summarize
 from whale.run.conditions import Condition
@@ -62,13 +63,22 @@ def model_dir(settings: Settings) -> Path:
     return out
 
 
-def make_engine(settings: Settings, domain, model: str | Path) -> Engine:
+def make_engine(settings: Settings, domain, model: str | Path, log_dir: str | Path = "runs/vllm") -> Engine:
     """The engine of a run or an evaluation; refuses to start when the jail cannot."""
     check_jail(settings.sandbox.jail)
     b = settings.backend
     backend = make_backend(b.kind, str(model), settings.model.dtype, b.max_batch, b.base_url, b.kv_reuse_mb,
-                           b.max_batch_tokens)
+                           b.max_batch_tokens, vllm_config(settings, log_dir), b.vllm.url, b.vllm.max_restarts)
     return Engine(backend, domain, Sampling(**settings.sampling.model_dump()), sandbox_limits(settings))
+
+
+def vllm_config(settings: Settings, log_dir: str | Path = "runs/vllm") -> ServerConfig:
+    """How the run starts its vLLM server (``backend.kind: vllm``)."""
+    v = settings.backend.vllm
+    return ServerConfig(python=v.python, dtype=settings.model.dtype if v.dtype == "auto" else v.dtype,
+                        kv_cache_gb=v.kv_cache_gb, max_num_seqs=v.max_num_seqs, max_model_len=v.max_model_len,
+                        prefix_caching=v.prefix_caching, start_timeout_s=v.start_timeout_s, log_dir=str(log_dir),
+                        extra_args=tuple(v.extra_args))
 
 
 def sandbox_limits(settings: Settings) -> Limits:
@@ -142,7 +152,7 @@ class Run:
         self.archive = Archive(self.dir, self.store, domain)
         base_model = model_dir(settings)
         resume = latest_checkpoint(self.dir / "checkpoints")
-        self.engine = make_engine(settings, self.domain, resume or base_model)
+        self.engine = make_engine(settings, self.domain, resume or base_model, self.dir / "vllm")
         self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir,
                                settings.backend.fingerprint_tol)
         # Where rollout jobs run: here by default; the flow may hand them to Ray workers instead.
@@ -269,4 +279,6 @@ class Run:
     def close(self) -> None:
         self.dispatch.close()
         self.weights.close()
+        if hasattr(self.engine.backend, "close"):  # a server the run started stops with it
+            self.engine.backend.close()
         self.store.close()

@@ -16,13 +16,29 @@ class ModelSettings(Section):
     dtype: Literal["float32", "bfloat16"]
 
 
+class VLLMSettings(Section):
+    """``backend.kind: vllm``: the server the run starts (or the external one at ``url``)."""
+
+    python: str = Field(min_length=1)  # the interpreter that has vllm (its own venv: `make vllm`)
+    url: str | None = None  # an external server started with the same flags; None: the run starts one
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: model.dtype
+    kv_cache_gb: float = Field(default=2.0, gt=0)
+    max_num_seqs: int = Field(default=64, ge=1)
+    max_model_len: int = Field(default=2048, ge=64)
+    prefix_caching: bool = True
+    start_timeout_s: float = Field(default=300.0, gt=0)
+    max_restarts: int = Field(default=2, ge=0)
+    extra_args: list[str] = []
+
+
 class BackendSettings(Section):
-    kind: Literal["transformers", "openai"]
+    kind: Literal["transformers", "openai", "vllm"]
     base_url: str | list[str] = Field(min_length=1)
     max_batch: int = Field(ge=1)
     kv_reuse_mb: float = Field(default=0, ge=0)
     max_batch_tokens: int = Field(default=0, ge=0)
     fingerprint_tol: float = Field(default=1e-3, gt=0)
+    vllm: VLLMSettings
 
 
 class ParallelSettings(Section):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from domains import NAMES as DOMAINS
 from whale.run.sections import (
@@ -71,6 +71,14 @@ class Settings(Section):
         if unknown:
             raise ValueError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAINS)}")
         return data
+
+    @model_validator(mode="after")
+    def _one_vllm_server(self) -> Settings:
+        if self.backend.kind == "vllm" and self.parallel.engine == "ray" and not self.backend.vllm.url:
+            raise ValueError("backend.kind vllm with parallel.engine ray: every Ray worker would start a server of "
+                             "its own. vLLM batches all episodes itself: use parallel.engine local, or start one "
+                             "server and name it in backend.vllm.url")
+        return self
 
     def check_domain(self, domain: str) -> None:
         """Refuse to run ``domain`` with settings that were not loaded for it while it has an overlay."""

