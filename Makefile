@@ -8,7 +8,7 @@ CONDITION ?= adaptive_whale
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup vllm browser data model run study report lint test test-fast clean
+.PHONY: setup vllm browser data model run study report lint docs test test-fast clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -52,7 +52,7 @@ data: setup
 	$(BIN)/whale prepare --domain all
 
 # `whale run` writes the report of every run under runs/ at the end and prints its path.
-run: setup model data
+run: setup vllm model data
 	$(BIN)/whale run --domain $(DOMAIN) --condition $(CONDITION)
 
 # The comparison of conditions on chess (params.yaml `profiles.study`): 5 conditions x 3 run seeds
@@ -67,11 +67,15 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 
-test: setup vllm browser model lint
+# The docs site into site/ (mkdocs, warnings as errors); the configuration reference is generated.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
+
+test: setup vllm browser model lint docs
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site

@@ -3,7 +3,7 @@ test evaluation: the default h0 under the base weights, at the domain's default 
 run's sampling and seeds, side by side in one invocation.
 
 Each (domain, engine) pair runs in a child process of its own, one after another, so its peak RSS
-is its own: the child's (``wait4``) and, for vLLM, the peak resident set of every process of the
+is its own: the child's (``ru_maxrss``) and, for vLLM, the peak resident set of every process of the
 server's group (``VmHWM``, summed: an upper bound of their joint peak). A vLLM server's start is
 timed apart from its rollouts. Scores are mean@k per test example with a bootstrap interval; the
 vLLM rows also give their paired difference from the transformers row (same examples, same seeds,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -89,9 +90,11 @@ def one(domain_name: str, engine: str, examples: int, k: int | None) -> dict:
     return {"domain": domain_name, "engine": engine, "examples": len(tests), "k": k, "rollouts": len(rollouts),
             "errors": sum(r.error is not None for r in rollouts), "start_s": round(start_s, 1),
             "wall_s": round(wall, 1), "rollouts_per_s": round(len(rollouts) / wall, 3),
-            "tokens_out": sum(r.tokens_out for r in rollouts),
+            "tokens_in": sum(r.tokens_in for r in rollouts), "tokens_out": sum(r.tokens_out for r in rollouts),
             "tokens_per_s": round(sum(r.tokens_out for r in rollouts) / wall, 1),
-            "server_peak_rss_mb": round(server_rss), "scores": [sum(by_example[i]) / len(by_example[i]) for i in ids]}
+            "server_peak_rss_mb": round(server_rss),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "scores": [sum(by_example[i]) / len(by_example[i]) for i in ids]}
 
 
 def child(domain: str, engine: str, args) -> dict:
@@ -99,13 +102,15 @@ def child(domain: str, engine: str, args) -> dict:
     if args.k:
         cmd += ["--k", str(args.k)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        return {"domain": domain, "engine": engine, "error": f"exit status {status}"}
-    result = json.loads(out.decode().strip().splitlines()[-1])
-    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024)
-    return result
+    try:
+        out, _ = proc.communicate(timeout=args.timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # its vLLM server dies with it (PR_SET_PDEATHSIG)
+        proc.communicate()
+        return {"domain": domain, "engine": engine, "error": f"did not finish in {args.timeout_s:g} s"}
+    if proc.returncode != 0:
+        return {"domain": domain, "engine": engine, "error": f"exit status {proc.returncode}"}
+    return json.loads(out.decode().strip().splitlines()[-1])
 
 
 def table(results: list[dict]) -> str:
@@ -133,6 +138,7 @@ def main() -> None:
     p.add_argument("--engines", default="transformers,vllm-fp32,vllm-bf16")
     p.add_argument("--examples", type=int, default=0, help="first N test examples (0: all)")
     p.add_argument("--k", type=int, default=None, help="samples per example (default: the domain's eval.k)")
+    p.add_argument("--timeout-s", type=float, default=3600, help="most seconds one domain x engine may take")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--one", nargs=2, metavar=("DOMAIN", "ENGINE"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -145,10 +151,15 @@ def main() -> None:
         for engine in args.engines.split(","):
             results.append(child(domain, engine, args))
             r = results[-1]
-            print(json.dumps({k: v for k, v in r.items() if k != "scores"}), flush=True)
+            shown = {k: v for k, v in r.items() if k != "scores"}
+            if "scores" in r:
+                from whale.stats import estimate
+
+                shown["test_mean_at_k"] = str(estimate([r["scores"]]))
+            print(json.dumps(shown), flush=True)
+            if args.json:  # after every pair: a bench stopped half way keeps what it measured
+                Path(args.json).write_text(json.dumps({"cpu_flags": cpu_flags(), "results": results}, indent=1))
     print(table(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"cpu_flags": cpu_flags(), "results": results}, indent=1))
 
 
 if __name__ == "__main__":

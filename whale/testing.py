@@ -2,7 +2,6 @@
 project (params.yaml, prepared data, overrides that make a run tiny). Used by tests/ and bench/."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from domains import get_domain
@@ -12,8 +11,11 @@ SIZES = {"weight": 4, "harness": 2, "test": 2}
 
 
 def make_project(tmp: Path, model_dir: Path, domains=("chess_puzzles",)) -> dict:
-    """Write params.yaml and data/ under ``tmp``; return the overrides that make runs tiny."""
-    shutil.copy(ROOT / "params.yaml", tmp / "params.yaml")
+    """Write params.yaml and data/ under ``tmp``; return the overrides that make runs tiny. The tiny
+    model runs on the transformers engine (the reference; vLLM's CPU attention wants larger heads),
+    in the overrides and in the copied params.yaml, which ``whale`` commands run there read."""
+    text = (ROOT / "params.yaml").read_text()
+    (tmp / "params.yaml").write_text(text.replace("\n  kind: vllm\n", "\n  kind: transformers\n"))
     for name in domains:
         get_domain(name, str(tmp / "data")).prepare(SIZES, 0)
     return {
@@ -24,7 +26,7 @@ def make_project(tmp: Path, model_dir: Path, domains=("chess_puzzles",)) -> dict
                            "h0": str(ROOT / "harnesses" / "examples" / "chess_choice.py")},
         "schedule": {"E": 0.5, "I": 2, "budget": 16},
         "eval": {"k": 1, "every": 8},
-        "backend": {"max_batch": 8},
+        "backend": {"kind": "transformers", "max_batch": 8},
     }
 
 

@@ -204,3 +204,17 @@ def test_many_long_seeded_prompts_at_once_are_served_and_repeat(backend, tokeniz
     assert sum(len(r.ids) for r in long) > 8192
     first = backend.generate(long, SAMPLED)
     assert same(first, backend.generate(long, SAMPLED)) and all(len(r.ids) == 4 for r in first)
+
+
+def test_an_external_server_named_by_url_is_used_as_it_is(backend, vllm_tiny_dir, requests):
+    # the module's server stands in for one started by hand: nothing is started or stopped here
+    external = VLLMBackend(str(vllm_tiny_dir), url=backend.base_url, max_batch=4)
+    try:
+        assert external.server is None
+        assert same(external.generate(requests, GREEDY), backend.generate(requests, GREEDY))
+        assert external.load(str(vllm_tiny_dir)) == weights_id(vllm_tiny_dir)  # dev endpoints reachable
+    finally:
+        external.close()
+    assert backend.server.alive()
+    with pytest.raises(ValueError, match="not both"):
+        VLLMBackend(str(vllm_tiny_dir), config("python", "/tmp"), url=backend.base_url)

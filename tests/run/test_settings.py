@@ -16,7 +16,7 @@ def test_the_defaults_and_the_paper_profile_validate():
     assert (default.profile, default.schedule.E, default.rsft.k, default.data["chess_puzzles"].test) == (
         "default", 0.5, 4, 64)
     paper = load_settings(ROOT / "params.yaml", profile="paper")
-    assert (paper.profile, paper.rsft.prompt_batch, paper.backend.kind) == ("paper", 256, "openai")
+    assert (paper.profile, paper.rsft.prompt_batch, paper.backend.kind) == ("paper", 256, "vllm")
 
 
 def test_a_profiles_per_domain_overlay_wins_over_the_defaults_one():
@@ -72,7 +72,10 @@ def test_a_bad_per_domain_value_names_its_line_even_when_loaded_for_no_domain(tm
     ({"schedul": {"E": 1}}, r"schedul \(from --set\): unknown key; accepted: profile, domain, data_seed, seed, model"),
     ({"schedule": {"E": 0}}, r"schedule\.E \(from --set\): Input should be greater than 0 \(got 0\)"),
     ({"rsft": {"k": "four"}}, r"rsft\.k \(from --set\): Input should be a valid integer"),
-    ({"backend": {"kind": "vllm"}}, r"backend\.kind \(from --set\): Input should be 'transformers' or 'openai'"),
+    ({"backend": {"kind": "sglang"}},
+     r"backend\.kind \(from --set\): Input should be 'transformers', 'openai' or 'vllm'"),
+    ({"backend": {"vllm": {"dtype": "half"}}}, r"backend\.vllm\.dtype \(from --set\): Input should be 'auto'"),
+    ({"backend": {"kind": "vllm"}, "parallel": {"engine": "ray"}}, r"every Ray worker would start a server"),
     ({"data": {"nope": {"weight": 1, "harness": 1, "test": 1}}}, r"unknown domain\(s\) nope"),
     ({"harness_search": {"claude": {"modle": "x"}}},
      r"harness_search\.claude\.modle \(from --set\): unknown key; accepted: model, max_tokens"),

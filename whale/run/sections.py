@@ -22,7 +22,7 @@ class VLLMSettings(Section):
     python: str = Field(min_length=1)  # the interpreter that has vllm (its own venv: `make vllm`)
     url: str | None = None  # an external server started with the same flags; None: the run starts one
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: model.dtype
-    kv_cache_gb: float = Field(default=2.0, gt=0)
+    kv_cache_gb: float = Field(default=4.0, gt=0)
     max_num_seqs: int = Field(default=64, ge=1)
     max_model_len: int = Field(default=2048, ge=64)
     prefix_caching: bool = True

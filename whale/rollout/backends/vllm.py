@@ -92,6 +92,20 @@ class VLLMBackend(OpenAIBackend):
         self._check(reply, f"POST {endpoint} ({what})")
 
     # -- generation ------------------------------------------------------------------------
+    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
+        """Every request in flight at once, but the first of each identical prompt (the k samples of
+        an example share their opening turn) sent before the rest: requests scheduled in one engine
+        step share no keys and values, so the rest then find the prompt in the prefix cache instead
+        of prefilling it again. Each request keeps its own seed: the order changes no tokens."""
+        seen: set[tuple[int, ...]] = set()
+        first, rest = [], []
+        for i, req in enumerate(requests):
+            key = tuple(req.ids)
+            (rest if key in seen else first).append(i)
+            seen.add(key)
+        futures = {i: self.pool.submit(self._complete, requests[i], sampling) for i in first + rest}
+        return [futures[i].result() for i in range(len(requests))]
+
     def _body(self, req: GenRequest, sampling: Sampling) -> dict:
         body = super()._body(req, sampling)
         if body.pop("structured_outputs", None) is not None:

