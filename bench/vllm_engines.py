@@ -31,6 +31,9 @@ ENGINES = {
     "vllm-fp32": {"kind": "vllm", "vllm": {"dtype": "float32"}},
     "vllm-bf16": {"kind": "vllm", "vllm": {"dtype": "bfloat16"}},
     "vllm-fp32-nocache": {"kind": "vllm", "vllm": {"dtype": "float32", "prefix_caching": False}},
+    # the null policy (no model compute): what the harness hooks, the jail and the tools cost alone,
+    # on other episodes (random tokens or choices), so a bound for orientation, not a paired row
+    "null": {"kind": "transformers"},
 }
 DOMAINS = ("chess_puzzles", "search_qa", "math_reasoning")
 
@@ -73,7 +76,18 @@ def one(domain_name: str, engine: str, examples: int, k: int | None) -> dict:
     tests = domain.examples("test")[:examples] if examples else domain.examples("test")
     k = k or settings.eval.k
     t0 = time.perf_counter()
-    engine_ = make_engine(settings, domain, model_dir(settings), log_dir=f"/tmp/whale-bench-vllm/{engine}")
+    if engine == "null":
+        from transformers import AutoTokenizer
+
+        from whale.rollout.backends.base import Sampling
+        from whale.rollout.backends.null import NullBackend
+        from whale.rollout.engine import Engine
+        from whale.run.context import sandbox_limits
+
+        engine_ = Engine(NullBackend(AutoTokenizer.from_pretrained(model_dir(settings))), domain,
+                         Sampling(**settings.sampling.model_dump()), sandbox_limits(settings))
+    else:
+        engine_ = make_engine(settings, domain, model_dir(settings), log_dir=f"/tmp/whale-bench-vllm/{engine}")
     start_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     rollouts = engine_.run(h0_source(settings, domain_name), tests, k, settings.seed,
@@ -125,7 +139,8 @@ def table(results: list[dict]) -> str:
             continue
         base = ref.get(r["domain"])
         speed = f"{r['rollouts_per_s'] / base['rollouts_per_s']:.2f}" if base else ""
-        diff = str(difference([r["scores"]], [base["scores"]])) if base and base is not r else ""
+        paired = base and base is not r and r["engine"] != "null"
+        diff = str(difference([r["scores"]], [base["scores"]])) if paired else ""
         lines.append(f"| {r['domain']} | {r['engine']} | {r['rollouts']} | {r['rollouts_per_s']:.3f} | {speed} | "
                      f"{r['tokens_per_s']:.0f} | {r['start_s']:.0f} | {r['peak_rss_mb']} + {r['server_peak_rss_mb']} "
                      f"| {estimate([r['scores']])} | {diff} |")

@@ -5,7 +5,7 @@ import logging
 import duckdb
 import pytest
 
-from tests.rollout.test_vllm_backend import group_members
+from tests.support.procs import group_members
 from whale.testing import make_project
 
 pytestmark = pytest.mark.slow  # starts a vLLM server

@@ -4,12 +4,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support.backends import chat_requests, perturbed, same
 from tests.toy_domain import ECHO_HARNESS, ToyDomain
 from whale.model import weights_id
 from whale.rollout.backends.base import GenRequest, Sampling
 from whale.rollout.backends.hf import TransformersBackend
 from whale.rollout.backends.openai import OpenAIBackend
-from whale.rollout.chat import ChatFormat
 from whale.rollout.engine import Engine
 from whale.rollout.serve import make_server
 
@@ -60,30 +60,12 @@ def local(model_dir):
 
 @pytest.fixture(scope="module")
 def other_dir(model_dir, tmp_path_factory):
-    """A second checkpoint: the model with noise added to every weight."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    out = tmp_path_factory.mktemp("perturbed")
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(1)) * 0.5)
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
-    return out
+    return perturbed(model_dir, tmp_path_factory.mktemp("perturbed"))
 
 
 @pytest.fixture(scope="module")
 def requests(tokenizer):
-    chat = ChatFormat(tokenizer)
-    texts = ["hi", "what is two plus two?", "name a colour " * 3, "a much longer question " * 6, "ok"]
-    return [GenRequest(chat.opening([{"role": "user", "content": t}]), 6 + 2 * i, seed=100 + i)
-            for i, t in enumerate(texts)]
-
-
-def same(a, b) -> bool:
-    return [(r.ids, r.finish) for r in a] == [(r.ids, r.finish) for r in b]
+    return chat_requests(tokenizer)
 
 
 def test_greedy_matches_in_process_and_is_batched(server, remote, local, requests):

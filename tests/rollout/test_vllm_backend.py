@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from tests.support.backends import chat_requests, perturbed, same
+from tests.support.procs import group_members
 from tests.toy_domain import ECHO_HARNESS, ToyDomain
 from whale.model import weights_id
 from whale.rollout import fingerprint
@@ -47,30 +49,12 @@ def local(vllm_tiny_dir):
 
 @pytest.fixture(scope="module")
 def other_dir(vllm_tiny_dir, tmp_path_factory):
-    """A second checkpoint: the model with noise added to every weight."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    out = tmp_path_factory.mktemp("perturbed")
-    model = AutoModelForCausalLM.from_pretrained(vllm_tiny_dir)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(1)) * 0.5)
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(vllm_tiny_dir).save_pretrained(out)
-    return out
+    return perturbed(vllm_tiny_dir, tmp_path_factory.mktemp("perturbed"))
 
 
 @pytest.fixture(scope="module")
 def requests(tokenizer):
-    chat = ChatFormat(tokenizer)
-    texts = ["hi", "what is two plus two?", "name a colour " * 3, "a much longer question " * 6, "ok"]
-    return [GenRequest(chat.opening([{"role": "user", "content": t}]), 6 + 2 * i, seed=100 + i)
-            for i, t in enumerate(texts)]
-
-
-def same(a, b) -> bool:
-    return [(r.ids, r.finish) for r in a] == [(r.ids, r.finish) for r in b]
+    return chat_requests(tokenizer)
 
 
 def test_greedy_tokens_match_the_reference_engine(backend, local, requests):
@@ -180,20 +164,6 @@ def test_sigterm_to_the_owner_leaves_no_server_process(vllm_python, vllm_tiny_di
         owner.kill()
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (zombies excluded)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
-
 
 def test_many_long_seeded_prompts_at_once_are_served_and_repeat(backend, tokenizer):
     # more prompt tokens than one engine step takes (8192): a split prefill of a seeded request
@@ -218,3 +188,23 @@ def test_an_external_server_named_by_url_is_used_as_it_is(backend, vllm_tiny_dir
     assert backend.server.alive()
     with pytest.raises(ValueError, match="not both"):
         VLLMBackend(str(vllm_tiny_dir), config("python", "/tmp"), url=backend.base_url)
+
+
+def test_tied_embeddings_are_reloaded_too(vllm_python, tokenizer_dir, tmp_path):
+    # SmolLM2 ties its output head to the embedding; vLLM's in-place reload kept the first head of such
+    # a model (a checkpoint holds no lm_head tensor), so the server serves an untied copy
+    from transformers import AutoModelForCausalLM
+
+    from whale.testing import tiny_model
+
+    model_dir = tiny_model(tokenizer_dir, tmp_path / "tied", hidden=128, init=0.2, tied=True)
+    new_dir = perturbed(model_dir, tmp_path / "tied-new")
+    b = VLLMBackend(str(model_dir), config(vllm_python, tmp_path / "log"), max_batch=4)
+    try:
+        base = fingerprint.verify(b, AutoModelForCausalLM.from_pretrained(model_dir), b.tokenizer, 1e-3, "base")
+        assert b.load(str(new_dir)) == weights_id(new_dir) != weights_id(model_dir)
+        verdict = fingerprint.verify(b, AutoModelForCausalLM.from_pretrained(new_dir), b.tokenizer, 1e-3,
+                                     "the new weights", base)
+        assert verdict.resolves(1e-3) and verdict.distance < 1e-3
+    finally:
+        b.close()

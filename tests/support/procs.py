@@ -1,6 +1,7 @@
 """Watch processes from outside a jail: the proof that its caps hold is never taken from inside."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -51,3 +52,18 @@ def wait_until_none(marker: str, timeout_s: float = 5.0) -> int:
     while count_marked(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     return count_marked(marker)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid`` (zombies excluded)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry))
+    return out

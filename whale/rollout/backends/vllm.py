@@ -31,6 +31,7 @@ from whale.model import weights_id as local_weights_id
 from whale.rollout.backends.base import GenRequest, GenResult, Sampling
 from whale.rollout.backends.openai import OpenAIBackend
 from whale.rollout.backends.vllm_server import ServerConfig, VLLMServer
+from whale.rollout.backends.vllm_weights import servable
 
 PLUGIN = Path(__file__).with_name("vllm_plugin")
 CHOICE_PROCESSOR = "whale_vllm_choice:ChoiceProcessor"
@@ -54,7 +55,8 @@ class VLLMBackend(OpenAIBackend):
         self.served_dir = str(Path(model_dir).resolve())
         if config is not None:
             config = _with_plugin(config)
-            self.server = VLLMServer(model_dir, config)
+            self.copy_dir = Path(config.log_dir).resolve() / "weights"  # the untied copy, if one is needed
+            self.server = VLLMServer(str(servable(model_dir, self.copy_dir)), config)
             url = self.server.start()
         self._timeout_s = timeout_s
         try:
@@ -74,7 +76,9 @@ class VLLMBackend(OpenAIBackend):
         weights id of ``model_dir`` (the caller proves it by the fingerprint)."""
         path = str(Path(model_dir).resolve())
         wanted = local_weights_id(path)
-        self._rpc("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": path}},
+        # a managed server serves an untied copy when the model ties its embeddings (vllm_weights.py)
+        source = str(servable(path, self.copy_dir)) if self.server is not None else path
+        self._rpc("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": source}},
                   "reload the weights")
         self._rpc("/reset_prefix_cache", None, "empty the prefix cache")
         self.served_dir, self.weights_id = path, wanted
@@ -152,7 +156,7 @@ class VLLMBackend(OpenAIBackend):
             if local_weights_id(self.served_dir) != self.weights_id:
                 raise ServerCrashed(f"{self.served_dir} no longer holds the weights {self.weights_id} that were "
                                     "served before the crash")
-            self._reconnect(server.start(self.served_dir))
+            self._reconnect(server.start(str(servable(self.served_dir, self.copy_dir))))
 
     def _reconnect(self, url: str) -> None:
         old, self.base_url = self.http, url.rstrip("/")
