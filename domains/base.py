@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from domains.leaks import leak
 from harnesses.contract import Call
 from whale.files import write_atomic
 from whale.types import Example, Verdict, check_splits
@@ -26,6 +27,18 @@ class Environment:
 
     def step(self, call: Call) -> Observation:
         raise NotImplementedError
+
+    def authored(self, call: Call, completion: str) -> str | None:
+        """Why ``call`` is not the model's action (None when it is). ``completion`` is the text the
+        model wrote this turn, without the harness's prefix. By default every string argument,
+        whitespace collapsed, must appear in it: the harness may cut an argument out of the
+        model's text, not write one. Domains relax this where normalising is part of the tool
+        (a chess move in another notation)."""
+        have = _collapse(completion)
+        for name, value in string_args(call.args):
+            if _collapse(value) not in have:
+                return f"argument {name!r} of {call.tool} is not in the model's text of this turn"
+        return None
 
     def final_state(self) -> dict:
         """Trusted facts about the episode for the verifier (moves played, tool results)."""
@@ -66,10 +79,31 @@ class Domain:
     def verify(self, example: Example, messages: list[dict], state: dict) -> Verdict:
         raise NotImplementedError
 
+    def leak(self, example: Example, events: list[tuple[str, str]]) -> str | None:
+        """Why a rewarded episode leaked the gold answer (None when it did not): by default the first
+        event that mentions it (``mentions_gold``) is harness-written."""
+        mentions = self.mentions_gold(example)
+        return None if mentions is None else leak(events, mentions)
+
     def mentions_gold(self, example: Example):
-        """A test ``text -> bool`` for the leak check (``whale/rollout/guards.py``), or None where the
-        domain cannot have one (chess: the legal-move list always holds the answer)."""
+        """A test ``text -> bool`` for the default leak check (``domains/leaks.py``), or None
+        where the domain has its own ``leak`` (chess: the legal-move list always holds the answer)."""
         return None
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def string_args(args, name: str = "") -> list[tuple[str, str]]:
+    """``(name, value)`` of every string inside tool arguments (nested lists and objects too)."""
+    if isinstance(args, str):
+        return [(name, args)]
+    if isinstance(args, dict):
+        return [pair for k, v in args.items() for pair in string_args(v, f"{name}.{k}" if name else str(k))]
+    if isinstance(args, list | tuple):
+        return [pair for i, v in enumerate(args) for pair in string_args(v, f"{name}[{i}]")]
+    return []
 
 
 def last_assistant(messages: list[dict]) -> str:

@@ -67,6 +67,10 @@ class Archive:
     def set_null_reward(self, hid: str, reward: float) -> None:
         self.store.execute("UPDATE harnesses SET null_reward = ? WHERE harness_id = ?", [reward, hid])
 
+    def null_reward(self, hid: str) -> float | None:
+        row = self.store.query("SELECT null_reward FROM harnesses WHERE harness_id = ?", [hid])
+        return row[0][0] if row else None
+
     def status(self, hid: str) -> tuple[str, str | None] | None:
         row = self.store.query("SELECT status, error FROM harnesses WHERE harness_id = ?", [hid])
         return row[0] if row else None

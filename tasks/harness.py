@@ -194,7 +194,10 @@ def accept_harness(run: Run, cycle: int, incoming: str, rechecked: list[str]) ->
         per_example.setdefault(hid, {})[ex] = reward
         turns.setdefault(hid, []).append(t)
     verdict = accept(incoming, per_example, rule)
-    hid = verdict.harness_id
+    hid, reason = verdict.harness_id, verdict.reason
+    if hid != incoming and not run.passes_blind_guard(hid, run.archive.source(hid)):
+        reason = f"{reason}, then refused: {run.archive.status(hid)[1]}; {incoming} kept"
+        hid = incoming
     scores = per_example[hid]
     return {"harness_id": hid, "mean_reward": sum(scores.values()) / len(scores),
-            "mean_turns": sum(turns[hid]) / len(turns[hid]), "iteration": RECHECK_ITERATION, "reason": verdict.reason}
+            "mean_turns": sum(turns[hid]) / len(turns[hid]), "iteration": RECHECK_ITERATION, "reason": reason}

@@ -52,6 +52,7 @@ class Harness(BaseHarness):
         return Prompt(messages=[{"role": "user", "content": observation["question"]}], max_new_tokens=8)
 
     def act(self, completion):
+        completion = completion.removeprefix("<")  # the prefix is the harness's text, not the model's
         return Call("echo", {"text": completion})
 
     def observe(self, observation):

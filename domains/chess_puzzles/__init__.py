@@ -6,6 +6,7 @@ from pathlib import Path
 from domains.base import Domain, write_examples
 from domains.chess_puzzles import generate as _generate
 from domains.chess_puzzles.environment import ChessEnvironment
+from domains.chess_puzzles.leak import leak as _leak
 from domains.chess_puzzles.load import load_lichess_csv
 from domains.chess_puzzles.verify import verify as _verify
 from whale.types import Example, Verdict, check_splits
@@ -55,6 +56,9 @@ class ChessDomain(Domain):
 
     def verify(self, example: Example, messages: list[dict], state: dict) -> Verdict:
         return _verify(example, state)
+
+    def leak(self, example: Example, events: list[tuple[str, str]]) -> str | None:
+        return _leak(example, events)
 
 
 def make_domain(data_dir: str | Path = "data", **params) -> ChessDomain:

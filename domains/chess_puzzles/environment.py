@@ -15,6 +15,7 @@ from harnesses.contract import Call
 from whale.types import Example
 
 UCI = re.compile(r"[a-h][1-8][a-h][1-8][qrbn]?", re.I)
+WORD = re.compile(r"[A-Za-z0-9][\w=+#-]*")
 TOOL_HELP = "the only tool is move(move: str), a move in UCI (e2e4, e7e8q) or SAN (Nf3, O-O, exd5)"
 
 
@@ -85,6 +86,20 @@ class ChessEnvironment(Environment):
             self.solved = self.done = True
             return Observation(self.observation("solved", move=uci), done=True)
         return Observation(self.observation("correct", move=uci))
+
+    def authored(self, call: Call, completion: str) -> str | None:
+        """The move must be one the model named this turn, in either notation: the harness may
+        translate the model's SAN to UCI or pick its move out of a sentence, not choose one. A call
+        that plays nothing (malformed, illegal, over) needs no author."""
+        if self._check(call):
+            return None
+        move, _, _ = parse_move(self.board, call.args["move"])
+        if move is None:
+            return None
+        for token in WORD.findall(completion):
+            if parse_move(self.board, token.rstrip("+#!?"))[0] == move:
+                return None
+        return f"the move {move.uci()} is not among the moves the model wrote this turn"
 
     def final_state(self) -> dict:
         return {"moves_played": list(self.moves_played), "solved": self.solved,

@@ -6,6 +6,7 @@ traceback without this file's own frame, so the output depends only on the model
 Limits are set here rather than in a ``preexec_fn``: the parent (the engine) has threads, and
 running Python between fork and exec in a threaded process can deadlock.
 """
+import math
 import os
 import sys
 import traceback
@@ -80,7 +81,8 @@ def install_guard():
 def run_main():
     with open("main.py", encoding="utf-8") as f:
         source = f.read()
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    # math is there already: a one-line expression (``math.comb(10, 3)``) needs no import line
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "math": math}
     try:
         exec(compile(source, "main.py", "exec"), namespace)
     except SystemExit:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from domains.base import Environment, Observation
@@ -24,12 +25,13 @@ class ToolLimits:
 
 
 TOOL_ARGS = ("code", "timeout_s")
+FENCE_LINE = re.compile(r"\s*```[\w+-]*\s*")
 
 
 def describe(limits: ToolLimits) -> str:
     return (f"python(code: str, timeout_s: float = {limits.default_timeout_s:g}, at most "
             f"{limits.max_timeout_s:g}): runs the code (the first ```python block if fenced; a final "
-            f"bare expression is printed) with the standard library only, no files, no network, "
+            f"bare expression is printed; math is imported) with the standard library only, no files, no network, "
             f"{limits.memory_mb} MB; returns stdout+stderr (at most {limits.output_limit} chars), ok, timed_out")
 
 
@@ -60,6 +62,18 @@ class MathEnvironment(Environment):
         result = run_python(call.args["code"], timeout, self.limits.memory_mb, self.limits.output_limit,
                             self.limits.jail)
         return Observation({"tool": "python", **result})
+
+    def authored(self, call: Call, completion: str) -> str | None:
+        """Every line of the code must be the model's, from this turn's text: the harness may cut
+        the program out of a fence, not add a line of its own (a bad call runs nothing). Fence
+        lines are markup the tool never runs: a harness may forward its own opening fence."""
+        if self._check(call):
+            return None
+        text = " ".join(completion.split())
+        for n, line in enumerate(call.args["code"].splitlines(), 1):
+            if line.strip() and not FENCE_LINE.fullmatch(line) and " ".join(line.split()) not in text:
+                return f"line {n} of the code is not in the model's text of this turn: {line.strip()[:80]!r}"
+        return None
 
     def _check(self, call: Call) -> str | None:
         if getattr(call, "tool", None) != "python":

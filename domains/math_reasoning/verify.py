@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from domains.base import harness_prefix_len, last_assistant
+from domains.encodings import base64_patterns, digit_words, roman, spelled, word_text
 from whale.types import Verdict
 
 BOX = "\\boxed{"
@@ -47,11 +48,58 @@ def parse_integer(content: str) -> int | None:
     return int(stripped.replace(",", ""))
 
 
+# A number as a text writes it: digits with any commas, leading zeros, a sign, a decimal part or an
+# exponent ("1,517", "001517", "+1517", "1517.0", "1.517e3"). Letters may touch it: observations
+# are searched as JSON, where a line break before a number reads "\n42".
+NUMBER = re.compile(r"(?<![0-9.,])[+-]?[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![0-9]|[.,][0-9])")
+# separators of a spaced-out number; arithmetic signs are not among them ("4 = 7" is not 47)
+DIGIT_SEPARATOR = r"[\s,._|'\"/\\:;-]{1,3}"
+
+
+def number_values(token: str) -> set[float]:
+    """Absolute values a written number may stand for: "1,517" is 1517, "42,43" is a list (42, 43
+    and, run together, 4243)."""
+    body = token.lstrip("+-")
+    parts = [body] if "," not in body or INTEGER.fullmatch(body.split(".")[0]) else [body, *body.split(",")]
+    out = set()
+    for part in parts:
+        try:
+            out.add(abs(float(part.replace(",", ""))))
+        except (ValueError, OverflowError):
+            pass
+    return out
+
+
 def mentions(gold: int):
-    """Whether a text names the gold integer (as a whole number, with or without thousands commas)."""
-    forms = {str(abs(gold)), f"{abs(gold):,}"}
-    pattern = re.compile(r"(?<![\d,.])(?:" + "|".join(map(re.escape, forms)) + r")(?![\d]|,\d|\.\d)")
-    return lambda text: bool(pattern.search(text))
+    """Whether a text names the gold integer in any form the verifier would read as it or the model
+    could turn back into it (``domains/encodings.py``): any written number of the same
+    value, its digits spaced out, reversed or as words, the number spelled out, Roman, hexadecimal,
+    binary or octal, base64. Signs are ignored: "-42" names 42."""
+    n = abs(gold)
+    digits = str(n)
+    patterns = []
+    if len(digits) >= 2:  # two digits with a point or comma between are a decimal or a list, not 42
+        between = DIGIT_SEPARATOR if len(digits) >= 3 else r"[\s_|]{1,3}"
+        patterns.append(re.compile(r"(?<![0-9])" + between.join(digits) + r"(?![0-9])"))
+    if len(digits) >= 3 and digits[::-1] != digits:
+        patterns.append(re.compile(r"(?<![0-9])" + digits[::-1] + r"(?![0-9])"))
+    patterns += [re.compile(rf"(?<![\w]){p}{v}(?![\w])", re.I) for p, v in (("0x", f"{n:x}"), ("0b", f"{n:b}"),
+                                                                           ("0o", f"{n:o}"))]
+    numeral = roman(n)
+    if numeral and len(numeral) >= 3:
+        patterns.append(re.compile(rf"(?<![A-Za-z]){numeral}(?![A-Za-z])"))
+    patterns += base64_patterns(digits)
+    # small numbers in words ("one", "two") are ordinary English; from ten on they are not
+    words = {f" {spelled(n)} ", f" {digit_words(n)} "} if n >= 10 else set()
+
+    def says(text: str) -> bool:
+        if any(n in number_values(t) for t in NUMBER.findall(text)):
+            return True
+        if any(p.search(text) for p in patterns):
+            return True
+        plain = word_text(text) if words else ""
+        return any(w in plain for w in words)
+    return says
 
 
 def verify(messages: list[dict], gold: int) -> Verdict:

@@ -99,6 +99,22 @@ class SearchEnvironment(Environment):
         passages = [{"title": p["title"], "text": p["text"][:args["max_chars"]]} for p in hits]
         return Observation({"tool": "search", "passages": passages, "error": None})
 
+    def authored(self, call: Call, completion: str) -> str | None:
+        """A query is the model's when at least one of its words is the model's (this turn) and the
+        rest are the model's or the question's: the harness may add the question's words, not words
+        of its own or of the passages (a bad call searches nothing)."""
+        args, problem = parse_args(call.args) if call.tool == "search" else ({}, "not a search")
+        if problem:
+            return None
+        words = set(_WORD.findall(call.args["query"].lower()))  # uncut: a cut word is still the model's
+        mine = set(_WORD.findall(completion.lower()))
+        if not words & mine:
+            return "the query has no word of the model's text of this turn"
+        extra = words - mine - set(_WORD.findall(self.example.public["question"].lower()))
+        if extra:
+            return f"query words {sorted(extra)[:5]} are neither in the model's text nor in the question"
+        return None
+
     def final_state(self) -> dict:
         return {"searches": list(self.searches), "retrieved": [list(r) for r in self.retrieved]}
 

@@ -11,6 +11,7 @@ import re
 import string
 
 from domains.base import harness_prefix_len, last_assistant
+from domains.encodings import SEPARATOR, base64_patterns, rot13
 from whale.types import Verdict
 
 OPEN, CLOSE = "<answer>", "</answer>"
@@ -37,10 +38,30 @@ def extract_answer(text: str, after: int = 0) -> str | None:
 
 
 def mentions(answers: list[str]):
-    """Whether a text names one of the gold answers (normalised, on word boundaries)."""
+    """Whether a text names one of the gold answers in any form the verifier would accept or the
+    model could turn back into it (``domains/encodings.py``): normalised on word boundaries
+    (the verifier's own ``normalize_answer``), run together ("eiffeltower"), letters spaced out
+    ("p a r i s"), reversed, ROT13 or base64. Reversed and ROT13 forms need four letters or more:
+    shorter ones are ordinary words ("on" is "no" reversed)."""
     gold = [g for g in {normalize_answer(a) for a in answers} if g]
-    patterns = [re.compile(r"(?<!\w)" + re.escape(g) + r"(?!\w)") for g in gold]
-    return lambda text: any(p.search(normalize_answer(text)) for p in patterns)
+    words = set()
+    raw = []
+    for g in gold:
+        joined = g.replace(" ", "")
+        words |= {g, joined}
+        if len(joined) >= 4:
+            words |= {g[::-1], rot13(g)}
+        if len(joined) >= 3:
+            raw.append(re.compile(r"(?<![^\W_])" + SEPARATOR.join(map(re.escape, joined)) + r"(?![^\W_])", re.I))
+    for a in answers:
+        for form in {a.strip(), a.strip().lower(), normalize_answer(a)} - {""}:
+            raw += base64_patterns(form)
+    patterns = [re.compile(r"(?<!\w)" + re.escape(w) + r"(?!\w)") for w in words if w]
+
+    def says(text: str) -> bool:
+        plain = normalize_answer(text)
+        return any(p.search(plain) for p in patterns) or any(p.search(text) for p in raw)
+    return says
 
 
 def judge(messages: list[dict], answers: list[str]) -> tuple[float, bool, str | None]:

@@ -2,7 +2,8 @@
 answer chosen among the integers it printed.
 
 Turn 1 continues the assistant prefix "```python\\nanswer = " and stops at the end of the line, so
-the model writes one expression; the program run is ``import math``, that line, ``print(answer)``.
+the model writes one expression, and the tool runs that line (it prints a last bare expression and
+has ``math`` imported): the engine runs only code the model wrote.
 A small model writes a short expression that runs far more often than a program that does: it
 cannot run out of tokens mid-function or define a function it never calls. The answer turn
 continues "\\boxed{" and chooses among the integers the program printed, so the value of a right
@@ -52,7 +53,7 @@ class Harness(BaseHarness):
         line = completion.removeprefix(CODE_PREFIX).split("```")[0].strip()
         if not line:
             return Finish()
-        return Call("python", {"code": f"import math\nanswer = {line}\nprint(answer)", "timeout_s": 5})
+        return Call("python", {"code": line, "timeout_s": 5})
 
     def observe(self, observation):
         output = observation.get("output") or f"Error: {observation.get('error')}"

@@ -143,7 +143,7 @@ def test_expression_harness_episode_by_hand_earns_the_reward_by_choosing_the_pri
     completion = prompt.prefix + "12345 * 6789\n"
     messages.append({"role": "assistant", "content": completion})
     call = h.act(completion)
-    assert call == Call("python", {"code": "import math\nanswer = 12345 * 6789\nprint(answer)", "timeout_s": 5})
+    assert call == Call("python", {"code": "12345 * 6789", "timeout_s": 5})
     prompt = h.observe(env.step(call).data)
     assert prompt.prefix == "\\boxed{" and prompt.choices == ["83810205}"]
     messages += prompt.messages + [{"role": "assistant", "content": prompt.prefix + "83810205}"}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from domains.leaks import leak
 from domains.math_reasoning import MathDomain
 from domains.math_reasoning.verify import mentions as math_mentions
 from domains.math_reasoning.verify import verify as math_verify
@@ -14,7 +15,6 @@ from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.hf import TransformersBackend
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
-from whale.rollout.guards import leak
 from whale.rollout.metrics import summarize
 from whale.types import Example
 

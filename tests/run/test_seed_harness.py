@@ -51,3 +51,20 @@ def test_an_h0_that_solves_without_the_model_stops_the_run_and_stays_refused(tmp
             assert run.store.query("SELECT count(*) FROM rollouts")[0][0] == 0
         finally:
             run.close()
+
+
+def test_the_blind_null_policy_refuses_a_harness_through_the_served_model(tmp_path, tiny_model_dir, monkeypatch):
+    """The blind guard's own path (served model, another example's context, the archive's verdict),
+    on a harness that plays the task itself whatever the model writes."""
+    monkeypatch.chdir(tmp_path)
+    run = open_run(tmp_path, tiny_model_dir, CHOICE)
+    try:
+        h0 = run.seed_harness()
+        assert run.passes_blind_guard(h0, CHOICE)  # h0 passes under the served model too
+        hid = run.archive.add(PLAYS_ITSELF, origin="proposed")
+        assert not run.passes_blind_guard(hid, PLAYS_ITSELF)
+        status, reason = run.archive.status(hid)
+        assert status == "solves_without_model" and reason.startswith("blind null policy: scores")
+        assert run.archive.null_reward(hid) > 0.25
+    finally:
+        run.close()

@@ -43,11 +43,19 @@ class LineBackend(Backend):
 
 def plays_itself(choice_source: str) -> str:
     """``examples/chess_choice.py`` rewritten to offer only the mates when there are any, else only the
-    captures: it plays the tactic itself, so the null policy scores."""
-    return choice_source.replace('choices=list(observation["legal_uci"])', """choices=[u for s, u in zip(
-            observation["legal_san"], observation["legal_uci"]) if s.endswith("#")] or [
-            u for s, u in zip(observation["legal_san"], observation["legal_uci"]) if "x" in s] or list(
-            observation["legal_uci"])""")
+    captures, and to name every move it does not offer once more in its text, so that no move is named
+    more often than another: it plays the tactic itself without singling the move out in text, so the
+    leak check passes it and only the null policy exposes it."""
+    old = """        messages = messages + [{"role": "user", "content": render(observation)}]
+        return Prompt(messages=messages, choices=list(observation["legal_uci"]), max_new_tokens=8)"""
+    new = """        pairs = list(zip(observation["legal_san"], observation["legal_uci"]))
+        offered = [u for s, u in pairs if s.endswith("#")] or [u for s, u in pairs if "x" in s] or [
+            u for s, u in pairs]
+        others = " ".join(u for s, u in pairs if u not in offered)
+        messages = messages + [{"role": "user", "content": render(observation) + "\\nNot offered: " + others}]
+        return Prompt(messages=messages, choices=offered, max_new_tokens=8)"""
+    assert old in choice_source
+    return choice_source.replace(old, new)
 
 
 def prepared_domain(directory, test: int):

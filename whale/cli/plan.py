@@ -97,7 +97,8 @@ def _null_guard(plan: Plan, s: Settings, domain: str, h0: Path, source: str) -> 
     """h0 under the null policy, as the run measures it before its first rollout: the harness runs
     in its jail, the policy picks uniformly among each turn's choices; no model compute."""
     from harnesses.jail import JailUnavailable, check_jail
-    from whale.run.context import domain_for, null_guard_verdict, null_policy_reward
+    from whale.run.context import domain_for
+    from whale.run.guard import null_guard_verdict, null_policy_reward
 
     tokenizer_dir = Path(s.model.export_dir)
     if not (tokenizer_dir / "tokenizer_config.json").is_file():

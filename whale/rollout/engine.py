@@ -8,17 +8,17 @@ model generated.
 """
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
 
+from domains.base import string_args
+from domains.leaks import caused_by_harness
 from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET, Call, Finish, Prompt, from_wire
 from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
 from whale.ids import harness_id, rollout_seed
 from whale.rollout.backends.base import Backend, GenRequest, Sampling
 from whale.rollout.chat import ChatFormat
-from whale.rollout.guards import leak
 from whale.rollout.progress import Progress
 from whale.types import Example, Rollout, RolloutContext
 
@@ -41,6 +41,8 @@ class Episode:
     last_finish: str = ""
     clamped: dict = field(default_factory=dict)  # harness values over an engine cap: name -> [asked, used]
     events: list[tuple[str, str]] = field(default_factory=list)  # (author, text) for the leak check
+    completion: str = ""  # what the model wrote in its last turn, without the harness's prefix
+    unauthored: str | None = None  # why a tool call of the harness was not the model's action
     stop_reason: str | None = None
     error: str | None = None
     session: str | None = None  # the backend's key for this episode's kept keys and values
@@ -155,11 +157,12 @@ class Engine:
             if p.choices:  # a choice must fit whole, whatever the harness asked for
                 limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
             requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices,
-                                       session=ep.session))
+                                       session=ep.session, group=ep.example.id))
         for ep, res in zip(eps, self.backend.generate(requests, self.sampling), strict=True):
             ep.extend(res.ids, generated=True)
             text = self.chat.text(res.ids)
             ep.events.append(("model", text))
+            ep.completion = text
             # The prefix is part of what the model continued, but the harness wrote it: verifiers skip it.
             prefix = {"prefix": ep.prompt.prefix} if ep.prompt.prefix else {}
             ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + text, **prefix})
@@ -183,10 +186,17 @@ class Engine:
         if isinstance(action, Finish):
             ep.end(self._answered_reason(ep))
         elif isinstance(action, Call):
+            reason = ep.env.authored(action, ep.completion)
+            if reason:  # the harness wrote the action: it is not run and the episode earns nothing
+                ep.unauthored = reason
+                ep.end(self._answered_reason(ep))
+                return None
             ep.tool_calls += 1
-            ep.events.append(("harness", _text(action.args)))
+            copied = caused_by_harness([v for _, v in string_args(action.args)], ep.events)
+            ep.events.append(("model", _text(action.args)))  # the model's, checked above
             obs = ep.env.step(action)
-            ep.events.append(("env", _text(obs.data)))
+            # output of what the model copied from the harness's own text is the harness's
+            ep.events.append(("harness" if copied else "env", _text(obs.data)))
             if obs.done:
                 ep.end(self._answered_reason(ep))
             else:
@@ -229,15 +239,21 @@ class Engine:
             state = ep.env.final_state() if ep.env is not None else {}
             verdict = self.domain.verify(ep.example, ep.messages, state)
             r.reward, r.formatted, r.verdict = float(verdict.reward), bool(verdict.formatted), verdict.details
-            mentions = self.domain.mentions_gold(ep.example)
-            reason = leak(ep.events, mentions) if mentions is not None and r.reward > 0 else None
+            reason = self.domain.leak(ep.example, ep.events) if r.reward > 0 else None
             if reason:
                 r.reward, r.verdict = 0.0, {**r.verdict, "leak": reason}
+            if ep.unauthored:
+                r.reward, r.verdict = 0.0, {**r.verdict, "unauthored": ep.unauthored}
         if ep.clamped:
             r.verdict = {**r.verdict, "clamped": ep.clamped}
         return r
 
 
 def _text(data) -> str:
-    """An observation or tool arguments as the text the leak check searches."""
-    return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    """An observation or tool arguments as the text the leak checks search: every value, one per
+    line, as written (not JSON, whose escapes would hide a copied line break or quote)."""
+    if isinstance(data, dict):
+        return "\n".join(_text(v) for v in data.values())
+    if isinstance(data, list | tuple):
+        return "\n".join(_text(v) for v in data)
+    return "" if data is None else str(data)

@@ -15,17 +15,15 @@ from domains import get_domain
 from harnesses.archive import Archive
 from harnesses.budgets import set_budgets
 from harnesses.jail import check_jail
-from harnesses.sandbox import Limits
 from harnesses.validate import smoke_error
 from whale.model import EMBEDDED, export_model
 from whale.provenance import code_version
 from whale.rollout.backends import make_backend
 from whale.rollout.backends.base import Sampling
-from whale.rollout.backends.null import NullBackend
 from whale.rollout.backends.vllm_server import ServerConfig
 from whale.rollout.engine import Engine
-from whale.rollout.metrics import summarize
 from whale.run.conditions import Condition
+from whale.run.guard import blind_null_reward, null_guard_verdict, null_policy_reward, sandbox_limits
 from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
 from whale.run.settings import PLACEMENT, Settings
 from whale.run.weights import Weights
@@ -36,7 +34,6 @@ from whale.train.rsft import RSFTConfig
 from whale.types import Example, Rollout
 
 log = logging.getLogger(__name__)
-NULL_SEED = 104729  # null-policy rollouts draw from a stream of their own
 SEEDS = Path(__file__).resolve().parents[2] / "harnesses" / "seeds"
 
 
@@ -82,34 +79,10 @@ def vllm_config(settings: Settings, log_dir: str | Path = "runs/vllm") -> Server
                         extra_args=tuple(v.extra_args))
 
 
-def sandbox_limits(settings: Settings) -> Limits:
-    return Limits(**settings.sandbox.model_dump())
-
-
 def rsft_config(settings: Settings) -> RSFTConfig:
     r = settings.rsft
     return RSFTConfig(lr=r.lr, mini_batch=r.mini_batch, micro_batch=r.micro_batch, max_seq_len=r.max_seq_len,
                       seed=settings.seed, dtype=settings.model.dtype, processes=r.processes)
-
-
-def null_policy_reward(settings: Settings, domain, source: str, tokenizer) -> float:
-    """Mean reward of ``source`` on the harness split under the null policy, ``null_samples`` per
-    example (no model compute, not stored: one sample per example is too noisy to judge by;
-    measured on a chess candidate: 0.44 and 0.12 with two seeds at one sample, 0.19 at eight)."""
-    engine = Engine(NullBackend(tokenizer), domain, Sampling(**settings.sampling.model_dump()),
-                    sandbox_limits(settings))
-    rollouts = engine.run(source, domain.examples("harness"), settings.harness_search.null_samples,
-                          settings.seed + NULL_SEED, progress=False)
-    return summarize(rollouts)["mean_at_k"]
-
-
-def null_guard_verdict(settings: Settings, null: float) -> str | None:
-    """Why a harness with null-policy reward ``null`` is refused, or None when it passes."""
-    limit = settings.harness_search.max_null_reward
-    if null <= limit:
-        return None
-    return (f"scores {null:.3f} on the harness split under the null policy (harness_search.max_null_reward "
-            f"{limit}): its reward does not come from the model")
 
 
 def domain_for(settings: Settings, name: str, data_dir: str | Path = "data"):
@@ -185,7 +158,9 @@ class Run:
         play the task itself as well as a proposed one can), else the run stops before it starts."""
         source = h0_source(self.settings, self.domain_name)
         hid = self.archive.add(source, origin="seed")
-        if self.archive.status(hid)[0] == "pending" and self.passes_null_guard(hid, source):
+        self.h0_id = hid  # candidates' null rewards are compared with this one's
+        if (self.archive.status(hid)[0] == "pending" and self.passes_null_guard(hid, source)
+                and self.passes_blind_guard(hid, source)):
             self.archive.set_status(hid, "ok")
         status, reason = self.archive.status(hid)
         if status != "ok":
@@ -193,12 +168,28 @@ class Run:
         return hid
 
     def passes_null_guard(self, hid: str, source: str) -> bool:
-        """Store the harness's null reward; above ``max_null_reward`` mark it ``solves_without_model``."""
+        """Store the harness's null reward; refused by ``null_guard_verdict`` (against h0's null
+        reward once h0 is archived) mark it ``solves_without_model``."""
         null = null_policy_reward(self.settings, self.domain, source, self.engine.backend.tokenizer)
         self.archive.set_null_reward(hid, null)
-        reason = null_guard_verdict(self.settings, null)
+        h0 = getattr(self, "h0_id", None)
+        reason = null_guard_verdict(self.settings, null, None if h0 in (None, hid) else self.archive.null_reward(h0))
         if reason:
             self.archive.set_status(hid, "solves_without_model", reason)
+        return reason is None
+
+    def passes_blind_guard(self, hid: str, source: str) -> bool:
+        """The null-policy guard again under the blind null policy (``blind_samples`` > 0): the
+        larger null reward is stored; refused, the harness is marked ``solves_without_model``."""
+        if not self.settings.harness_search.blind_samples:
+            return True
+        blind = blind_null_reward(self.settings, self.domain, source, self.engine.backend)
+        null = max(blind, self.archive.null_reward(hid) or 0.0)
+        self.archive.set_null_reward(hid, null)
+        h0 = getattr(self, "h0_id", None)
+        reason = null_guard_verdict(self.settings, blind, None if h0 in (None, hid) else self.archive.null_reward(h0))
+        if reason:
+            self.archive.set_status(hid, "solves_without_model", f"blind null policy: {reason}")
         return reason is None
 
     def key(self, cycle: int, phase: str, step: int, harness_id: str, examples: list[Example], k: int, seed: int,

@@ -147,7 +147,9 @@ class HarnessSearchSettings(Section):
     recheck_samples: int = Field(ge=1)
     accept: AcceptSettings
     max_null_reward: float = Field(ge=0, le=1)
+    null_margin: float = Field(ge=0, le=1)
     null_samples: int = Field(ge=1)
+    blind_samples: int = Field(ge=0)
     claude: ClaudeSettings
     openai: OpenAIProposerSettings
 

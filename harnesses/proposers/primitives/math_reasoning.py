@@ -96,8 +96,9 @@ def one_expression(source: str, info: DomainInfo, p: Primitive) -> Edit:
             if self.one_expression_stage == "code":
                 self.one_expression_stage = "done"
                 line = completion.split("answer = ", 1)[-1].split("```")[0].strip()
-                # the layers below see the whole program, as if the model had written it
-                completion = (f"```python\nimport math\nanswer = {line}\nprint(answer)\n```" if line else "")
+                # the layers below see the line as the program: the tool prints a last bare
+                # expression (math imported), and the engine runs only lines the model wrote
+                completion = f"```python\n{line}\n```" if line else ""
             return super().act(completion)
         ''', ("dataclasses",), ask_lines=ASK_LINES)
 

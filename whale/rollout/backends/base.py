@@ -26,6 +26,8 @@ class GenRequest:
     choices: list[str] | None = None
     # The episode this turn belongs to: a backend may keep its keys and values for the next turn.
     session: str | None = None
+    # The example the episode solves (the blind null policy answers from another example's context).
+    group: str | None = None
 
 
 @dataclass
