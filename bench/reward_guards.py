@@ -4,7 +4,7 @@ For each domain and harness (the seed h0, the default h0, and any harness files 
 harness split under the base weights (the transformers engine, the run's sampling):
 - the model's mean reward, and how many rollouts the engine zeroed as ``leak`` or ``unauthored``;
 - the null reward under the uniform null policy (``null_samples`` per example, no model) and under
-  the blind null policy (``blind_samples`` per example: the model answering from another
+  the blind null policy (``--blind-samples`` per example: the model answering from another
   example's context), and whether ``null_guard_verdict`` refuses the harness;
 - seconds of each: the harness's own evaluation (one sample per example, as a candidate is
   scored), the uniform null and the blind null, and the guard's share of the evaluation.
@@ -43,7 +43,7 @@ class Timed:
             self.total += time.perf_counter() - t
 
 
-def one(domain_name: str, label: str, source: str, backend, k: int) -> dict:
+def one(domain_name: str, label: str, source: str, backend, k: int, blind_samples: int) -> dict:
     import whale.rollout.engine as engine_module
     from bench.vllm_engines import cpu_flags
     from whale.rollout.backends.base import Sampling
@@ -53,7 +53,8 @@ def one(domain_name: str, label: str, source: str, backend, k: int) -> dict:
     from whale.run.guard import blind_null_reward, null_guard_verdict, null_policy_reward, sandbox_limits
     from whale.run.settings import load_settings
 
-    settings = load_settings(ROOT / "params.yaml", domain=domain_name)
+    settings = load_settings(ROOT / "params.yaml", None, {"harness_search": {"blind_samples": blind_samples}},
+                             domain_name)
     domain = domain_for(settings, domain_name, ROOT / "data")
     examples = domain.examples("harness")
     leak, caused = Timed(domain.leak), Timed(engine_module.caused_by_harness)
@@ -77,7 +78,7 @@ def one(domain_name: str, label: str, source: str, backend, k: int) -> dict:
         "mean_reward": summarize(rollouts)["mean_at_k"],
         "leak": sum("leak" in r.verdict for r in rollouts),
         "unauthored": sum("unauthored" in r.verdict for r in rollouts),
-        "uniform_null": uniform, "blind_null": blind,
+        "uniform_null": uniform, "blind_null": blind, "blind_samples": blind_samples,
         "refused_before": null_guard_verdict(settings, uniform),
         "refused_after": null_guard_verdict(settings, max(uniform, blind)),
         "evaluate_s": round(evaluate_s, 1), "uniform_null_s": round(uniform_s, 1), "blind_null_s": round(blind_s, 1),
@@ -94,6 +95,8 @@ def main(argv=None) -> int:
     p.add_argument("--harness", action="append", default=[], metavar="DOMAIN=PATH",
                    help="another harness to measure (a found one), repeatable")
     p.add_argument("--k", type=int, default=2, help="samples per harness-split example of the evaluation")
+    p.add_argument("--blind-samples", type=int, default=4,
+                   help="samples per harness-split example of the blind null policy (params.yaml's may be 0)")
     p.add_argument("--json", type=Path, help="write the rows here as they come")
     args = p.parse_args(argv)
     from whale.rollout.backends.hf import TransformersBackend
@@ -109,7 +112,7 @@ def main(argv=None) -> int:
         todo.update({Path(path).name: Path(path) for dom, path in extra if dom == d})
         for label, path in todo.items():
             row = one(d, f"{label} ({path.relative_to(ROOT) if path.is_relative_to(ROOT) else path})",
-                      path.read_text(), backend, args.k)
+                      path.read_text(), backend, args.k, args.blind_samples)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if args.json:

@@ -11,7 +11,7 @@ CHOICE = (ROOT / "harnesses" / "examples" / "chess_choice.py").read_text()
 PLAYS_ITSELF = plays_itself(CHOICE)
 
 
-def open_run(tmp_path, tiny_model_dir, h0_source: str):
+def open_run(tmp_path, tiny_model_dir, h0_source: str, blind_samples: int = 0):
     from whale.run.conditions import get_condition
     from whale.run.context import Run
     from whale.run.settings import load_settings
@@ -21,6 +21,7 @@ def open_run(tmp_path, tiny_model_dir, h0_source: str):
     h0 = tmp_path / "h0.py"
     h0.write_text(h0_source)
     overrides["harness_search"]["h0"] = str(h0)
+    overrides["harness_search"]["blind_samples"] = blind_samples
     return Run(load_settings("params.yaml", None, overrides, "chess_puzzles"), "chess_puzzles",
                get_condition("harness_only"), "r")
 
@@ -57,7 +58,7 @@ def test_the_blind_null_policy_refuses_a_harness_through_the_served_model(tmp_pa
     """The blind guard's own path (served model, another example's context, the archive's verdict),
     on a harness that plays the task itself whatever the model writes."""
     monkeypatch.chdir(tmp_path)
-    run = open_run(tmp_path, tiny_model_dir, CHOICE)
+    run = open_run(tmp_path, tiny_model_dir, CHOICE, blind_samples=4)
     try:
         h0 = run.seed_harness()
         assert run.passes_blind_guard(h0, CHOICE)  # h0 passes under the served model too
