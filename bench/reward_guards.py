@@ -5,7 +5,7 @@ harness split under the base weights (the transformers engine, the run's samplin
 - the model's mean reward, and how many rollouts the engine zeroed as ``leak`` or ``unauthored``;
 - the null reward under the uniform null policy (``null_samples`` per example, no model) and under
   the blind null policy (``--blind-samples`` per example: the model answering from another
-  example's context), and whether ``null_guard_verdict`` refuses the harness;
+  example's context), and whether ``null_guard_verdict`` and ``blind_guard_verdict`` refuse it;
 - seconds of each: the harness's own evaluation (one sample per example, as a candidate is
   scored), the uniform null and the blind null, and the guard's share of the evaluation.
 
@@ -50,7 +50,13 @@ def one(domain_name: str, label: str, source: str, backend, k: int, blind_sample
     from whale.rollout.engine import Engine
     from whale.rollout.metrics import summarize
     from whale.run.context import domain_for
-    from whale.run.guard import blind_null_reward, null_guard_verdict, null_policy_reward, sandbox_limits
+    from whale.run.guard import (
+        blind_guard_verdict,
+        blind_null_estimate,
+        null_guard_verdict,
+        null_policy_reward,
+        sandbox_limits,
+    )
     from whale.run.settings import load_settings
 
     settings = load_settings(ROOT / "params.yaml", None, {"harness_search": {"blind_samples": blind_samples}},
@@ -70,7 +76,7 @@ def one(domain_name: str, label: str, source: str, backend, k: int, blind_sample
     uniform = null_policy_reward(settings, domain, source, backend.tokenizer)
     uniform_s = time.perf_counter() - t
     t = time.perf_counter()
-    blind = blind_null_reward(settings, domain, source, backend)
+    blind = blind_null_estimate(settings, domain, source, backend)
     blind_s = time.perf_counter() - t
     per_candidate = evaluate_s / k  # a candidate is scored with one sample per example
     return {
@@ -78,9 +84,11 @@ def one(domain_name: str, label: str, source: str, backend, k: int, blind_sample
         "mean_reward": summarize(rollouts)["mean_at_k"],
         "leak": sum("leak" in r.verdict for r in rollouts),
         "unauthored": sum("unauthored" in r.verdict for r in rollouts),
-        "uniform_null": uniform, "blind_null": blind, "blind_samples": blind_samples,
+        "uniform_null": uniform, "blind_null": round(blind.mean, 4),
+        "blind_interval": [round(blind.lo, 4), round(blind.hi, 4)],
+        "blind_samples": blind_samples,
         "refused_before": null_guard_verdict(settings, uniform),
-        "refused_after": null_guard_verdict(settings, max(uniform, blind)),
+        "refused_after": null_guard_verdict(settings, uniform) or blind_guard_verdict(settings, blind),
         "evaluate_s": round(evaluate_s, 1), "uniform_null_s": round(uniform_s, 1), "blind_null_s": round(blind_s, 1),
         "guard_share_of_candidate_eval": round((uniform_s + blind_s) / per_candidate, 3),
         "checks_s": round(leak.total + caused.total, 3), "checks_share_of_rollouts": round(

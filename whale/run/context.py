@@ -23,7 +23,13 @@ from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.vllm_server import ServerConfig
 from whale.rollout.engine import Engine
 from whale.run.conditions import Condition
-from whale.run.guard import blind_null_reward, null_guard_verdict, null_policy_reward, sandbox_limits
+from whale.run.guard import (
+    blind_guard_verdict,
+    blind_null_estimate,
+    null_guard_verdict,
+    null_policy_reward,
+    sandbox_limits,
+)
 from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
 from whale.run.settings import PLACEMENT, Settings
 from whale.run.weights import Weights
@@ -183,11 +189,11 @@ class Run:
         larger null reward is stored; refused, the harness is marked ``solves_without_model``."""
         if not self.settings.harness_search.blind_samples:
             return True
-        blind = blind_null_reward(self.settings, self.domain, source, self.engine.backend)
-        null = max(blind, self.archive.null_reward(hid) or 0.0)
+        blind = blind_null_estimate(self.settings, self.domain, source, self.engine.backend)
+        null = max(blind.mean, self.archive.null_reward(hid) or 0.0)
         self.archive.set_null_reward(hid, null)
         h0 = getattr(self, "h0_id", None)
-        reason = null_guard_verdict(self.settings, blind, None if h0 in (None, hid) else self.archive.null_reward(h0))
+        reason = blind_guard_verdict(self.settings, blind, None if h0 in (None, hid) else self.archive.null_reward(h0))
         if reason:
             self.archive.set_status(hid, "solves_without_model", f"blind null policy: {reason}")
         return reason is None

@@ -4,9 +4,14 @@ Two policies: the uniform null policy (``NullBackend``: random tokens, or a unif
 turn's choices; no model compute), run on every candidate, and the blind null policy
 (``BlindBackend``: the served model answering from another example's context), run on h0 and on
 a challenger about to be accepted. A harness is refused above ``max_null_reward``, or, a
-candidate, above h0's own null reward by ``null_margin``.
+candidate, above h0's own null reward by ``null_margin``. The uniform policy is cheap, so its
+mean is judged on ``null_samples`` per example; the blind one costs model compute and runs on few
+samples, so it refuses only when the lower end of its bootstrap interval over examples
+(``blind_level``) is above the limit: on a split of a few examples its mean alone is noise.
 """
 from __future__ import annotations
+
+from collections import defaultdict
 
 from harnesses.sandbox import Limits
 from whale.rollout.backends.base import Sampling
@@ -15,6 +20,7 @@ from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
 from whale.rollout.metrics import summarize
 from whale.run.settings import Settings
+from whale.stats import Estimate, estimate
 
 NULL_SEED = 104729  # null-policy rollouts draw from a stream of their own
 
@@ -34,14 +40,30 @@ def null_policy_reward(settings: Settings, domain, source: str, tokenizer) -> fl
     return summarize(rollouts)["mean_at_k"]
 
 
-def blind_null_reward(settings: Settings, domain, source: str, backend) -> float:
-    """Mean reward of ``source`` on the harness split under the blind null policy (the served model
-    answering from another example's context), ``blind_samples`` per example: model compute."""
+def blind_null_estimate(settings: Settings, domain, source: str, backend) -> Estimate:
+    """Reward of ``source`` on the harness split under the blind null policy (the served model
+    answering from another example's context), ``blind_samples`` per example: model compute. The
+    mean over examples with its bootstrap interval at ``blind_level``."""
+    h = settings.harness_search
     engine = Engine(BlindBackend(backend), domain, Sampling(**settings.sampling.model_dump()),
                     sandbox_limits(settings))
-    rollouts = engine.run(source, domain.examples("harness"), settings.harness_search.blind_samples,
+    rollouts = engine.run(source, domain.examples("harness"), h.blind_samples,
                           settings.seed + NULL_SEED + 1, progress=False, desc="blind null policy")
-    return summarize(rollouts)["mean_at_k"]
+    per_example = defaultdict(list)
+    for r in rollouts:
+        per_example[r.example_id].append(r.reward)
+    return estimate([sum(v) / len(v) for v in per_example.values()], level=h.blind_level)
+
+
+def blind_guard_verdict(settings: Settings, blind: Estimate, h0_null: float | None = None) -> str | None:
+    """``null_guard_verdict`` on the lower end of the blind null policy's interval: refused only
+    when the split shows the harness scoring above the limit without the model on the task."""
+    reason = null_guard_verdict(settings, blind.lo, h0_null)
+    if reason is None:
+        return None
+    return (f"scores {blind} on the harness split under the blind null policy, the lower end "
+            f"(harness_search.blind_level {settings.harness_search.blind_level}) above the limit: "
+            + reason.split(": ", 1)[1])
 
 
 def null_guard_verdict(settings: Settings, null: float, h0_null: float | None = None) -> str | None:

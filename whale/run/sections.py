@@ -150,6 +150,7 @@ class HarnessSearchSettings(Section):
     null_margin: float = Field(ge=0, le=1)
     null_samples: int = Field(ge=1)
     blind_samples: int = Field(ge=0)
+    blind_level: float = Field(gt=0, lt=1)
     claude: ClaudeSettings
     openai: OpenAIProposerSettings
 
