@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from importlib import import_module
 
@@ -37,8 +38,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop(signum: int, frame) -> None:
+    # Python's default SIGTERM ends the process on the spot: no finally, no atexit, so the
+    # temporary Prefect server and the model server would outlive the run. Unwinding instead
+    # runs them (Prefect's own handler records the crash first and then calls this one).
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop)
     try:
         module = _module(args.cmd)
         domain = getattr(args, "domain", None)  # a run's domain selects its per_domain overlay
