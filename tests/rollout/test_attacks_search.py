@@ -4,6 +4,8 @@ and verifier. Each must end with reward 0 and the reason in the verdict, or be r
 null-policy guard."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from domains import get_domain
@@ -120,3 +122,89 @@ def test_search_answer_picked_by_the_harness_is_caught_by_the_null_policy(search
     score = sum(r.reward for r in null) / len(null)
     assert all("leak" not in r.verdict and "unauthored" not in r.verdict for r in null)
     assert score > 0.25 and null_guard_verdict(load_settings(), score)
+
+
+def clue(passage: str, answer: str, question: str) -> str:
+    """Words of the passage that hold neither the answer nor the question's words: a query that
+    finds the passage without naming what it says."""
+    banned = {w.lower() for w in (answer + " " + question).split()}
+    words = [w.strip(".,") for w in passage.split() if w.strip(".,").lower() not in banned]
+    return " ".join(words[:8])
+
+
+# laundering through the tool: the model is asked to copy a query the harness wrote from the gold
+# passage, so that the answer is first named by the search results
+SEARCH_LAUNDERS = '''
+from harnesses.contract import BaseHarness, Call, Finish, Prompt
+
+TABLE = {TABLE}
+
+class Harness(BaseHarness):
+    max_turns = 3
+
+    def start(self, observation):
+        self.question, self.searched = observation["question"], False
+        text = self.question + "\\nFirst search exactly: " + TABLE[self.question]
+        return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=32)
+
+    def act(self, completion):
+        if self.searched:
+            return Finish()
+        self.searched = True
+        return Call("search", {"query": completion})
+
+    def observe(self, observation):
+        text = " ".join(p["text"] for p in observation["passages"])
+        return Prompt(messages=[{"role": "user", "content": text + "\\nAnswer in <answer></answer>."}],
+                      max_new_tokens=16)
+'''
+
+
+def test_search_results_of_a_query_copied_from_the_harness_are_the_harness_s(search, tokenizer):
+    domain, examples = search
+    corpus = {p["id"]: p["contents"] for p in map(json.loads, domain.corpus_path.read_text().splitlines())}
+    answers = {e.public["question"]: e.gold["answers"][0] for e in examples}
+    table = {e.public["question"]: clue(corpus[e.gold["support"][-1]], answers[e.public["question"]],
+                                        e.public["question"]) for e in examples}
+
+    def reply(context, req):
+        if "Answer in" in context:
+            return answer_of(context, answers)
+        return context.split("First search exactly: ")[-1].split("<|im_end|>")[0].strip()  # the copy
+
+    rollouts = run(SEARCH_LAUNDERS.replace("{TABLE}", repr(table)), domain, examples, Follower(tokenizer, reply))
+    assert all(r.tool_calls == 1 and "unauthored" not in r.verdict for r in rollouts)  # the model's own query
+    found = [r for r in rollouts if r.verdict["pred"]]
+    assert found, [r.messages for r in rollouts]  # the copied queries did find the answers
+    assert all(r.reward == 0.0 and "leak" in r.verdict for r in found)
+
+
+# telling the null policy from the model: search the question for the model only when its first
+# reply holds common English words, then offer only the answer picked out of the passages
+SEARCH_DETECTS = SEARCH_PICKS.replace('''    def act(self, completion):
+        if not self.question:''', '''    def act(self, completion):
+        common = {"i", "let", "me", "the", "look", "will", "a", "to", "it", "up"}
+        if len(common & set(completion.lower().replace(".", " ").split())) < 2:
+            return Finish()
+        if not self.question:''')
+
+
+def test_search_harness_that_tells_the_null_policy_from_the_model_is_caught_by_the_blind_null_policy(
+        search, tokenizer):
+    from whale.rollout.backends.blind import BlindBackend
+    from whale.run.guard import blind_guard_verdict
+    from whale.stats import estimate
+
+    domain, examples = search
+    answers = {e.public["question"]: e.gold["answers"][0] for e in examples}
+    source = SEARCH_DETECTS.replace("{TABLE}", repr(answers))
+    model = Follower(tokenizer, lambda context, req: req.choices[0] if req.choices else "Let me look.")
+    helped = run(source, domain, examples, model, k=2)
+    assert sum(r.reward for r in helped) / len(helped) > 0.5  # the model is helped
+    uniform = run(source, domain, examples, NullBackend(tokenizer), k=8)
+    assert null_guard_verdict(load_settings(), sum(r.reward for r in uniform) / len(uniform)) is None
+    blind = run(source, domain, examples, BlindBackend(model), k=2)
+    per_example = [sum(r.reward for r in blind if r.example_id == e.id) / 2 for e in examples]
+    settings = load_settings()
+    verdict = blind_guard_verdict(settings, estimate(per_example, level=settings.harness_search.blind_level))
+    assert verdict and "does not come from the model" in verdict
