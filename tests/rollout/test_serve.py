@@ -3,6 +3,7 @@ only under data/ and runs/, and every request bounded (body, n, max_tokens, prom
 from __future__ import annotations
 
 import http.client
+import json
 import shutil
 import socket
 
@@ -88,6 +89,20 @@ def test_n_is_capped(server):
         assert _post(server, "/completions", {"prompt": [1, 2], "n": bad}).status_code == 400, bad
     chat = _post(server, "/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 99})
     assert chat.status_code == 400
+
+
+def test_malformed_fields_are_refused_with_a_reason_not_a_crash(server):
+    ok = {"prompt": [1, 2], "max_tokens": 1}
+    bad = [{"seed": 2**70}, {"seed": -1}, {"seed": "7"}, {"seed": 1.5}, {"temperature": "nan"},
+           {"temperature": float("nan")}, {"temperature": float("inf")}, {"temperature": -0.5}, {"top_p": 0},
+           {"top_p": 1.5}, {"top_k": 2.5}, {"top_k": "5"}, {"structured_outputs": ["a"]},
+           {"structured_outputs": "choice"}, {"structured_outputs": {"choice": "ab"}},
+           {"structured_outputs": {"choice": []}}, {"guided_choice": 3}]
+    for fields in bad:  # sent as Python's json writes them: NaN and Infinity included
+        reply = httpx.post(f"{server.base_url}/completions", content=json.dumps({**ok, **fields}),
+                           headers={"Content-Type": "application/json"}, timeout=60)
+        assert reply.status_code == 400 and _message(reply), (fields, reply.status_code, reply.text)
+    assert _post(server, "/completions", {**ok, "seed": 2**62, "temperature": 0.0, "top_p": 1}).status_code == 200
 
 
 def test_max_tokens_is_capped_by_the_context(server):

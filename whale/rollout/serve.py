@@ -136,8 +136,7 @@ class WhaleServer(ThreadingHTTPServer):
         if longest + max_tokens > self.context_len:
             raise HTTPError(400, f"prompt ({longest} tokens) + max_tokens ({max_tokens}) exceeds the "
                                  f"model's context of {self.context_len} tokens")
-        seed = body.get("seed")
-        seed = random.SystemRandom().getrandbits(48) if seed is None else int(seed)
+        seed = checks.seed(body, lambda: random.SystemRandom().getrandbits(48))
         stops, choices = checks.stop_list(body.get("stop")), checks.choices(body)
         requests = [GenRequest(p, max_tokens, seed + i, stops, choices) for p in prompts for i in range(n)]
         done = self.batcher.submit(requests, checks.sampling(body))

@@ -9,6 +9,7 @@ says what to change.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from whale.rollout.backends.base import Sampling
 
 MAX_N = 16  # completions per request (prompts × n)
 MAX_BODY_BYTES = 1 << 20
+MAX_SEED = (1 << 63) - 1 - MAX_N  # seeds are per completion (seed + i) and must fit a signed 64-bit int
 CHARS_PER_TOKEN = 4  # a text prompt longer than this many characters per context token is refused untokenised
 LOAD_ROOTS = ("data", "runs")  # relative to the working directory: where /v1/load may read checkpoints
 
@@ -150,13 +152,26 @@ def stop_list(value) -> list[str]:
     return value
 
 
+def seed(body: dict, draw) -> int:
+    """``body["seed"]``, an int in [0, ``MAX_SEED``]; absent: ``draw()``."""
+    value = body.get("seed")
+    if value is None:
+        return draw()
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise HTTPError(400, f"seed must be an integer in [0, {MAX_SEED}], got {value!r}")
+    return value
+
+
 def choices(body: dict) -> list[str] | None:
     structured = body.get("structured_outputs") or {}
+    if not isinstance(structured, dict):
+        raise HTTPError(400, f"structured_outputs must be an object such as {{\"choice\": [...]}}, got {structured!r}")
     unsupported = sorted(k for k, v in structured.items() if k != "choice" and v is not None)
     if unsupported:
         raise HTTPError(400, f"structured_outputs: only 'choice' is supported, got {unsupported}")
-    options = structured.get("choice") or body.get("guided_choice")
-    if options is not None and (not options or not all(isinstance(c, str) and c for c in options)):
+    options = structured.get("choice", body.get("guided_choice"))
+    if options is not None and (not isinstance(options, list) or not options
+                                or not all(isinstance(c, str) and c for c in options)):
         raise HTTPError(400, "choice must be a non-empty list of non-empty strings")
     return options
 
@@ -164,7 +179,14 @@ def choices(body: dict) -> list[str] | None:
 def sampling(body: dict) -> Sampling:
     """vLLM's defaults for absent fields; top_k <= 0 (vLLM's -1 or 0) means no top-k."""
     t, p, k = (body.get(key) for key in ("temperature", "top_p", "top_k"))
+    bad = HTTPError(400, f"temperature (>= 0), top_p (in (0, 1]) and top_k (an integer) must be finite "
+                         f"numbers, got {t!r}, {p!r}, {k!r}")
+    if any(isinstance(v, (bool, str)) for v in (t, p, k)) or not (k is None or isinstance(k, int)):
+        raise bad
     try:
-        return Sampling(1.0 if t is None else float(t), 1.0 if p is None else float(p), max(int(k or 0), 0))
+        t, p = 1.0 if t is None else float(t), 1.0 if p is None else float(p)
     except (TypeError, ValueError):
-        raise HTTPError(400, f"temperature, top_p and top_k must be numbers, got {t!r}, {p!r}, {k!r}") from None
+        raise bad from None
+    if not (math.isfinite(t) and t >= 0 and math.isfinite(p) and 0 < p <= 1):
+        raise bad
+    return Sampling(t, p, max(k or 0, 0))
