@@ -71,8 +71,12 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 
+# The suite in a random order (tests must not depend on what ran before); the seed is printed, and
+# TEST_ORDER_SEED=<seed> make test repeats an order.
 test: setup vllm browser model lint docs
-	$(BIN)/python -m pytest -q -m "slow or not slow" tests
+	@seed=$${TEST_ORDER_SEED:-$$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}; \
+	echo "test order: random, seed $$seed (TEST_ORDER_SEED=$$seed make test repeats it)"; \
+	$(BIN)/python -m pytest -q -m "slow or not slow" --random-order-bucket=global --random-order-seed=$$seed tests
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow" tests
