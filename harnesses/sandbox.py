@@ -35,6 +35,7 @@ class Limits:
     cpu_s: int = 60
     memory_mb: int = 1024
     hook_timeout_s: float = 10.0
+    hook_s_per_episode: float = 2.0
     output_kb: int = 4096
     jail: str = "bwrap"
     max_processes: int = 32
@@ -74,6 +75,7 @@ class HarnessSandbox:
 
     def __init__(self, source: str, limits: Limits | None = None, static_check: bool = True):
         self.limits = limits or Limits()
+        self.hook_budget_s, self.hook_s = float("inf"), 0.0
         bad = static_violations(source) if static_check else []
         if bad:
             raise SandboxError("static check failed:\n" + "\n".join(bad))
@@ -97,7 +99,11 @@ class HarnessSandbox:
         """Run ``(episode, hook, argument)`` calls; each result is (ok, wire action or traceback)."""
         if not calls:
             return []
-        reply = self._request({"op": "calls", "calls": [list(c) for c in calls]})
+        started = time.monotonic()
+        try:
+            reply = self._request({"op": "calls", "calls": [list(c) for c in calls]}, self.hook_budget_s - self.hook_s)
+        finally:
+            self.hook_s += time.monotonic() - started
         results = reply.get("results")
         if not isinstance(results, list) or len(results) != len(calls) or not all(
                 isinstance(r, list) and len(r) == 2 for r in results):
@@ -105,7 +111,13 @@ class HarnessSandbox:
             raise SandboxError("worker sent a malformed reply")
         return [(ok is True, payload) for ok, payload in results]
 
-    def _request(self, msg: dict) -> dict:
+    def budget(self, episodes: int) -> None:
+        """Wall-clock seconds all hook calls of this worker may take together: ``hook_s_per_episode``
+        for each of ``episodes`` (a hook that stays just under ``hook_timeout_s`` on every batch
+        would otherwise stretch an evaluation by minutes)."""
+        self.hook_budget_s, self.hook_s = self.limits.hook_s_per_episode * episodes, 0.0
+
+    def _request(self, msg: dict, budget_s: float | None = None) -> dict:
         if self.proc.poll() is not None:
             raise SandboxError(self._death())
         try:
@@ -113,7 +125,7 @@ class HarnessSandbox:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise SandboxError(self._death()) from None
-        frame = self._read_frame()
+        frame = self._read_frame(budget_s)
         try:
             reply = json.loads(frame)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -123,16 +135,22 @@ class HarnessSandbox:
             raise SandboxError("worker sent a reply that is not a JSON object")
         return reply
 
-    def _read_frame(self) -> bytes:
-        deadline = time.monotonic() + self.limits.hook_timeout_s
-        header = self._read_exactly(HEADER.size, deadline)
+    def _read_frame(self, budget_s: float | None) -> bytes:
+        timeout = self.limits.hook_timeout_s
+        why = f"hook calls exceeded the wall-clock limit of {timeout}s"
+        if budget_s is not None and budget_s < timeout:
+            timeout = max(budget_s, 0.0)
+            why = (f"hook calls exceeded this evaluation's wall-clock budget of {self.hook_budget_s:g}s "
+                   f"(sandbox.hook_s_per_episode {self.limits.hook_s_per_episode:g} per episode)")
+        deadline = time.monotonic() + timeout
+        header = self._read_exactly(HEADER.size, deadline, why)
         (size,) = HEADER.unpack(header)
         if size > self.limits.output_kb * 1024:
             self.close()
             raise SandboxError(f"worker reply exceeded the output limit of {self.limits.output_kb} KB")
-        return self._read_exactly(size, deadline)
+        return self._read_exactly(size, deadline, why)
 
-    def _read_exactly(self, n: int, deadline: float) -> bytes:
+    def _read_exactly(self, n: int, deadline: float, why: str) -> bytes:
         chunks, got = [], 0
         with selectors.DefaultSelector() as sel:
             sel.register(self._replies, selectors.EVENT_READ)
@@ -140,7 +158,7 @@ class HarnessSandbox:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(timeout=left):
                     self.close()
-                    raise SandboxError(f"hook calls exceeded the wall-clock limit of {self.limits.hook_timeout_s}s")
+                    raise SandboxError(why)
                 chunk = os.read(self._replies, min(n - got, 1 << 20))
                 if not chunk:
                     raise SandboxError(self._death())

@@ -83,3 +83,20 @@ def test_static_violations_name_lines():
     assert any(v.startswith("line 2:") and "subprocess" in v for v in bad)
     assert any(v.startswith("line 4:") and "eval" in v for v in bad)
     assert static_violations(ECHO_HARNESS) == []
+
+
+SLOW_HOOKS = act("sum(range(10 ** 7))\nreturn Finish()")  # well under the per-call limit, every call
+
+
+@pytest.mark.parametrize("per_episode, stopped", [(0.1, True), (30.0, False)])
+def test_hook_calls_of_one_evaluation_share_a_wall_clock_budget(tokenizer, per_episode, stopped):
+    from whale.rollout.backends.null import NullBackend
+
+    limits = Limits(cpu_s=60, memory_mb=512, hook_timeout_s=30, hook_s_per_episode=per_episode)
+    engine = Engine(NullBackend(tokenizer), ToyDomain(2), Sampling(), limits)
+    rollouts = engine.run(SLOW_HOOKS, ToyDomain(2).items, k=2, seed=0, progress=False)
+    errors = [r.error for r in rollouts if r.stop_reason == "error"]
+    if stopped:
+        assert len(errors) == 4 and all("budget of 0.4s" in e and "hook_s_per_episode" in e for e in errors)
+    else:
+        assert errors == []

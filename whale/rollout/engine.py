@@ -86,6 +86,7 @@ class Engine:
                 ep.end("error", str(e))
             bar.close()
             return [self._record(ep, source, ctx) for ep in episodes]
+        sandbox.budget(len(episodes))
         try:
             self._drive(sandbox, episodes, bar)
         except SandboxError as e:  # the harness as a whole broke: every unfinished episode is an error
@@ -156,6 +157,10 @@ class Engine:
                 ep.clamped["max_new_tokens"] = [p.max_new_tokens, ep.token_budget]
             if p.choices:  # a choice must fit whole, whatever the harness asked for
                 limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
+            room = self.backend.context_len and self.backend.context_len - len(ep.ids)
+            if room and limit > room:  # the context ends the turn, as a token limit would
+                ep.clamped["context"] = [limit, room]
+                limit = room
             requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices,
                                        session=ep.session, group=ep.example.id))
         for ep, res in zip(eps, self.backend.generate(requests, self.sampling), strict=True):
@@ -218,6 +223,10 @@ class Engine:
         ep.extend(self.chat.opening(prompt.messages) if first else self.chat.continuation(prompt.messages), False)
         ep.extend(self.chat.encode(prompt.prefix), generated=False)
         ep.prompt = prompt
+        cap = self.backend.context_len
+        if cap and len(ep.ids) >= cap:  # refused here, in tokens, before any backend sees it
+            ep.end("error", f"harness broke the contract: the episode's context is {len(ep.ids)} tokens, "
+                            f"the model takes {cap}; prompts must leave room for the reply")
 
     @staticmethod
     def _answered_reason(ep: Episode) -> str:

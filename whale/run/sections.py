@@ -63,6 +63,7 @@ class SandboxSettings(Section):
     cpu_s: int = Field(ge=1)
     memory_mb: int = Field(ge=64)
     hook_timeout_s: float = Field(gt=0)
+    hook_s_per_episode: float = Field(gt=0)
     output_kb: int = Field(ge=1)
     jail: Literal["bwrap", "none"]
     max_processes: int = Field(ge=4)

@@ -43,6 +43,9 @@ class Backend:
 
     tokenizer = None
     weights_id: str = ""
+    # Tokens the served model takes, prompt and completion together (None: not known); the engine
+    # refuses a longer prompt before it is sent.
+    context_len: int | None = None
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
         raise NotImplementedError

@@ -20,6 +20,7 @@ class BlindBackend(Backend):
         self.inner = backend
         self.tokenizer = backend.tokenizer
         self.weights_id = f"blind:{backend.weights_id}"
+        self.context_len = backend.context_len
         self.uniform = NullBackend(backend.tokenizer)
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:

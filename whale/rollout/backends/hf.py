@@ -129,6 +129,7 @@ class TransformersBackend(Backend):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
         self.weights_id = served
         self.model_dir = str(model_dir)
+        self.context_len = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
         self.prefix.clear()
         return self.weights_id
 

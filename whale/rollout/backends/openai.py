@@ -37,6 +37,7 @@ class OpenAIBackend(Backend):
         served = self._model_entry()
         self.served_model = served["id"]
         self.weights_id = served.get("weights_id") or local_weights_id(model_dir)
+        self.context_len = served.get("max_model_len")  # vLLM's and whale serve's model entry carry it
 
     def _use_tokenizer(self, model_dir: str) -> None:
         from transformers import AutoTokenizer

@@ -21,6 +21,8 @@ class ReplicatedBackend(Backend):
             raise ValueError("a replicated backend needs at least two servers")
         self.replicas = replicas
         self.tokenizer = replicas[0].tokenizer
+        lengths = [r.context_len for r in replicas if r.context_len]
+        self.context_len = min(lengths) if lengths else None
         self.sent = [0] * len(replicas)  # requests each replica has answered
         self.pool = ThreadPoolExecutor(max_workers=len(replicas), thread_name_prefix="whale-replica")
         self._same_weights()
