@@ -27,6 +27,8 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     assert metrics["n"] == 2 * 3 and metrics["n_examples"] == 2 and metrics["stored"] == 6
     assert metrics["format_rate"] == 1.0  # a choice constraint always yields a legal move
     assert metrics["code"] == code_version()  # this checkout's commit (plus a diff hash while it is edited)
+    lo, hi = metrics["mean_at_k_interval"]
+    assert lo <= metrics["mean_at_k"] <= hi and f"[{lo:.3f}, {hi:.3f}]" in out.stderr
     saved = list((tmp_path / "runs" / "eval-chess_puzzles" / "metrics").glob("test-*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["mean_at_k"] == metrics["mean_at_k"]
 
@@ -49,6 +51,17 @@ def test_eval_writes_rollouts_and_metrics_then_sql_reads_them(tmp_path, tiny_mod
     out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(harness),
                 "--set", '{"sampling": {"temperatur": 0.5}}')
     assert out.returncode == 2 and "temperatur" in out.stderr and "unknown key" in out.stderr
+    # no --harness: the domain's h0 (harness_search.h0); the splits under --data-dir
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "data").rename(moved)
+    out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--split", "test", "-k", "1",
+                "--model", str(tiny_model_dir), "--run", "eval-h0", "--data-dir", str(moved),
+                "--set", json.dumps({"harness_search": {"h0": str(harness)}}))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout[out.stdout.index("{"):])["harness"].endswith("chess_choice.py")
+    out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "-k", "1", "--run", "eval-missing")
+    assert out.returncode == 2 and "whale prepare" in out.stderr  # data/ is gone: said, not a traceback
+    (moved).rename(tmp_path / "data")
     out = whale(tmp_path, "eval", "--domain", "go", "--harness", str(harness))
     assert out.returncode == 2 and "unknown domain 'go'" in out.stderr
     out = whale(tmp_path, "eval", "--domain", "chess_puzzles", "--harness", str(Path(tmp_path) / "missing.py"))
@@ -111,8 +124,12 @@ def test_sql_names_a_single_runs_tables_bare_and_reports_bad_queries_without_a_t
         run_sql("SELEC 1", runs)
     with Store(runs / "other" / "rollouts.duckdb") as store:  # two runs: bare names are ambiguous
         store.insert("runs", [{"run_id": "other", "domain": "d", "condition": "c", "params": "{}"}])
-    with pytest.raises(ValueError, match="query failed: Catalog Error"):
+    with pytest.raises(ValueError, match="query failed: Catalog Error") as refused:
         run_sql("SELECT run_id FROM runs", runs)
+    assert "2 runs have a table 'runs'" in str(refused.value) and "only, other" in str(refused.value)
+    assert "all_runs" in str(refused.value)
+    assert run_sql('SELECT run_id FROM other.runs UNION ALL SELECT run_id FROM "only".runs', runs).split()[1:] == [
+        "other", "only"]
     # a store from before run_starts: the view stacks the runs that have the table
     with Store(runs / "other" / "rollouts.duckdb") as store:
         store.record_start("other", "c1")

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from whale.cli.options import add_set
@@ -10,17 +12,20 @@ from whale.files import write_json
 from whale.ids import harness_id
 from whale.provenance import code_version
 from whale.rollout.metrics import summarize
-from whale.run.context import domain_for, make_engine, model_dir
+from whale.run.context import domain_for, h0_path, make_engine, model_dir
 from whale.run.settings import Settings
+from whale.stats import estimate
 from whale.store import Store, store_path
 from whale.types import RolloutContext
 
 RUNS = Path("runs")
 
 
-def evaluate(settings: Settings, domain_name: str, harness_path: str | Path, split: str, k: int,
-             run_id: str | None = None, model: str | Path | None = None) -> dict:
-    domain = domain_for(settings, domain_name)
+def evaluate(settings: Settings, domain_name: str, harness_path: str | Path | None, split: str, k: int,
+             run_id: str | None = None, model: str | Path | None = None, data_dir: str | Path = "data") -> dict:
+    """``harness_path`` None: the domain's h0 (``harness_search.h0``, else its seed harness)."""
+    harness_path = harness_path or h0_path(settings, domain_name)
+    domain = domain_for(settings, domain_name, data_dir)
     examples = domain.examples(split)
     source = Path(harness_path).read_text()
     engine = make_engine(settings, domain, model or model_dir(settings))
@@ -40,8 +45,14 @@ def evaluate(settings: Settings, domain_name: str, harness_path: str | Path, spl
                                "params": settings.as_json()}])
         store.record_start(run_id, code)
         stored = store.insert_rollouts(rollouts)
+    per_example = defaultdict(list)
+    for r in rollouts:
+        per_example[r.example_id].append(r.reward)
+    interval = estimate([sum(v) / len(v) for v in per_example.values()]) if per_example else None
     metrics = {
-        **summarize(rollouts), "domain": domain_name, "split": split, "k": k, "harness_id": hid,
+        **summarize(rollouts), "domain": domain_name,
+        "mean_at_k_interval": [round(interval.lo, 4), round(interval.hi, 4)] if interval else None,
+        "split": split, "k": k, "harness_id": hid,
         "harness": str(harness_path), "code": code, "weights_id": engine.backend.weights_id, "stored": stored,
         "wall_s": round(wall, 2), "rollouts_per_s": round(len(rollouts) / wall, 3),
     }
@@ -51,7 +62,9 @@ def evaluate(settings: Settings, domain_name: str, harness_path: str | Path, spl
 
 def add_arguments(p) -> None:
     p.add_argument("--domain", required=True)
-    p.add_argument("--harness", required=True, help="path of a harness .py file")
+    p.add_argument("--harness", default=None,
+                   help="path of a harness .py file (default: the domain's h0, harness_search.h0 or its seed)")
+    p.add_argument("--data-dir", default="data", help="where the domain's splits are (as `whale prepare --data-dir`)")
     p.add_argument("--split", default="test", choices=["weight", "harness", "test"])
     p.add_argument("-k", type=int, default=None, help="samples per example (default eval.k)")
     p.add_argument("--run", default=None, help="run id (default eval-<domain>)")
@@ -60,5 +73,9 @@ def add_arguments(p) -> None:
 
 
 def run(args, settings) -> None:
-    m = evaluate(settings, args.domain, args.harness, args.split, args.k or settings.eval.k, args.run, args.model)
+    m = evaluate(settings, args.domain, args.harness, args.split, args.k or settings.eval.k, args.run, args.model,
+                 args.data_dir)
+    lo, hi = m["mean_at_k_interval"] or (0.0, 0.0)
+    print(f"{m['domain']}/{m['split']} {Path(m['harness']).name}: mean@{m['k']} {m['mean_at_k']:.3f} "
+          f"[{lo:.3f}, {hi:.3f}] (95 % bootstrap interval over {m['n_examples']} examples)", file=sys.stderr)
     print(json.dumps(m, indent=2, sort_keys=True))

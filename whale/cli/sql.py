@@ -47,13 +47,27 @@ def run_sql(query: str, runs_dir: str | Path = "runs", max_rows: int = 200) -> s
         try:
             rel = con.sql(query)
         except duckdb.Error as e:  # the user's query: say what DuckDB said, no traceback
-            raise ValueError(f"query failed: {e}") from None
+            raise ValueError(f"query failed: {e}{_which_run(con, e)}") from None
         if rel is None:
             return "ok"
         df = rel.limit(max_rows).df()
         return df.to_string(index=False, max_colwidth=80)
     finally:
         con.close()
+
+
+def _which_run(con, error: duckdb.Error) -> str:
+    """With several runs a bare table name is ambiguous: say how to name one, or all of them."""
+    missing = re.search(r"Table with name (\w+) does not exist", str(error))
+    if not missing:
+        return ""
+    table = missing.group(1)
+    runs = [db for (db,) in con.execute("SELECT DISTINCT database_name FROM duckdb_tables() WHERE table_name = ? "
+                                        "ORDER BY 1", [table]).fetchall()]
+    if len(runs) < 2:
+        return ""
+    return (f"\n{len(runs)} runs have a table {table!r}: name one as <run>.{table} "
+            f"({', '.join(runs)}), or query all_{table} (every run, with a `run` column)")
 
 
 def add_arguments(p) -> None:
