@@ -4,14 +4,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from whale.cli.options import add_set
 from whale.files import write_json
 from whale.ids import harness_id
 from whale.provenance import code_version
-from whale.rollout.metrics import summarize
+from whale.rollout.metrics import per_example_means, summarize
 from whale.run.context import domain_for, h0_path, make_engine, model_dir
 from whale.run.settings import Settings
 from whale.stats import estimate
@@ -45,10 +44,8 @@ def evaluate(settings: Settings, domain_name: str, harness_path: str | Path | No
                                "params": settings.as_json()}])
         store.record_start(run_id, code)
         stored = store.insert_rollouts(rollouts)
-    per_example = defaultdict(list)
-    for r in rollouts:
-        per_example[r.example_id].append(r.reward)
-    interval = estimate([sum(v) / len(v) for v in per_example.values()]) if per_example else None
+    means = per_example_means(rollouts)
+    interval = estimate(means) if means else None
     metrics = {
         **summarize(rollouts), "domain": domain_name,
         "mean_at_k_interval": [round(interval.lo, 4), round(interval.hi, 4)] if interval else None,

@@ -6,6 +6,14 @@ from collections import defaultdict
 from whale.types import Rollout
 
 
+def per_example_means(rollouts: list[Rollout]) -> list[float]:
+    """Each example's mean reward over its samples, in first-seen order."""
+    per_example = defaultdict(list)
+    for r in rollouts:
+        per_example[r.example_id].append(r.reward)
+    return [sum(v) / len(v) for v in per_example.values()]
+
+
 def summarize(rollouts: list[Rollout]) -> dict:
     """mean@k = mean over examples of the mean reward over that example's samples."""
     if not rollouts:

@@ -11,14 +11,12 @@ samples, so it refuses only when the lower end of its bootstrap interval over ex
 """
 from __future__ import annotations
 
-from collections import defaultdict
-
 from harnesses.sandbox import Limits
 from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.blind import BlindBackend
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.engine import Engine
-from whale.rollout.metrics import summarize
+from whale.rollout.metrics import per_example_means, summarize
 from whale.run.settings import Settings
 from whale.stats import Estimate, estimate
 
@@ -49,10 +47,7 @@ def blind_null_estimate(settings: Settings, domain, source: str, backend) -> Est
                     sandbox_limits(settings))
     rollouts = engine.run(source, domain.examples("harness"), h.blind_samples,
                           settings.seed + NULL_SEED + 1, progress=False, desc="blind null policy")
-    per_example = defaultdict(list)
-    for r in rollouts:
-        per_example[r.example_id].append(r.reward)
-    return estimate([sum(v) / len(v) for v in per_example.values()], level=h.blind_level)
+    return estimate(per_example_means(rollouts), level=h.blind_level)
 
 
 def blind_guard_verdict(settings: Settings, blind: Estimate, h0_null: float | None = None) -> str | None:
