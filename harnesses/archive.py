@@ -15,7 +15,8 @@ from whale.ids import harness_id
 from whale.store import Store
 
 # `unscored`: proposed, but the budget was spent before its evaluation could start.
-STATUSES = ("ok", "invalid", "error", "solves_without_model", "unscored", "pending")
+# `duplicate`: replays its parent's recorded episodes token for token (whale.run.dedupe): not run.
+STATUSES = ("ok", "invalid", "error", "solves_without_model", "duplicate", "unscored", "pending")
 
 
 def first_parents(hid: str, parents: Mapping[str, Sequence[str] | None]) -> list[str]:
@@ -70,6 +71,10 @@ class Archive:
     def null_reward(self, hid: str) -> float | None:
         row = self.store.query("SELECT null_reward FROM harnesses WHERE harness_id = ?", [hid])
         return row[0][0] if row else None
+
+    def parents(self, hid: str) -> list[str]:
+        row = self.store.query("SELECT parents FROM harnesses WHERE harness_id = ?", [hid])
+        return list(row[0][0] or []) if row else []
 
     def status(self, hid: str) -> tuple[str, str | None] | None:
         row = self.store.query("SELECT status, error FROM harnesses WHERE harness_id = ?", [hid])

@@ -13,6 +13,7 @@ from whale.files import write_json
 from whale.rollout.metrics import summarize
 from whale.run.acceptance import AcceptRule, accept
 from whale.run.context import Request, Run, sandbox_limits
+from whale.run.dedupe import same_behaviour
 from whale.store import RECHECK_ITERATION
 from whale.types import Example
 
@@ -26,7 +27,7 @@ def make_proposers(run: Run):
     from harnesses.proposers.offline import OfflineProposer
 
     search = run.settings.harness_search
-    offline = OfflineProposer(seed=run.settings.seed)
+    offline = OfflineProposer(seed=run.settings.seed, operators=tuple(search.operators))
     kind = resolve_proposer(search.proposer)
     if kind == "offline":
         return offline, None
@@ -84,7 +85,7 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
 @task(cache_policy=NONE, task_run_name="validate_candidate-{harness_id}")
 def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: bool) -> bool:
     """Static rules, the contract and (prompt-only mode) the syntax-tree check, recorded as `invalid`;
-    then the null-policy guard (`solves_without_model`)."""
+    a replay of the parent's episodes (`duplicate`); then the null-policy guard (`solves_without_model`)."""
     status = run.archive.status(harness_id)
     if status[0] != "pending":
         return status[0] == "ok"
@@ -93,7 +94,24 @@ def validate_candidate(run: Run, harness_id: str, incumbent: str, prompt_only: b
     if reason:
         run.archive.set_status(harness_id, "invalid", reason)
         return False
+    parent = duplicated_parent(run, harness_id, source)
+    if parent:
+        run.archive.set_status(harness_id, "duplicate", f"replays the recorded harness-split episodes of its "
+                               f"parent {parent} token for token, with the same rewards")
+        return False
     return run.passes_null_guard(harness_id, source)
+
+
+def duplicated_parent(run: Run, harness_id: str, source: str) -> str | None:
+    """The parent whose recorded episodes ``source`` replays unchanged (``harness_search.skip_duplicates``)."""
+    if not run.settings.harness_search.skip_duplicates:
+        return None
+    for parent in run.archive.parents(harness_id):
+        recorded = run.store.recorded_episodes(run.run_id, parent)
+        if recorded and same_behaviour(run.settings, run.domain, run.engine.backend.tokenizer, source,
+                                      run.archive.source(parent), recorded):
+            return parent
+    return None
 
 
 @task(cache_policy=NONE, task_run_name="evaluate_harnesses-c{cycle}-i{iteration}")

@@ -61,7 +61,9 @@ def test_hostile_candidates_with_a_canary_key_leave_no_trace(tmp_path, tiny_mode
     from flows.whale import whale
 
     overrides = make_project(tmp_path, tiny_model_dir)
-    overrides["harness_search"].update(proposer="claude", M=len(CANDIDATES), claude={"retries": 1, "timeout_s": 20})
+    # skip_duplicates off: every hostile candidate must run in full, even one that replays its parent
+    overrides["harness_search"].update(proposer="claude", M=len(CANDIDATES), claude={"retries": 1, "timeout_s": 20},
+                                       skip_duplicates=False)
     # h0 re-evaluated (2), the 4 candidates that run (2 each) and the budget kept for the re-check (4)
     overrides["schedule"]["budget"] = 14
     monkeypatch.chdir(tmp_path)

@@ -34,6 +34,6 @@ def test_the_paper_profile_archives_h0_with_the_paper_budgets():
     settings = load_settings(ROOT / "params.yaml", profile="paper", domain="math_reasoning")
     assert read_budgets(h0_source(settings, "math_reasoning"))["token_budget"] == 8192
     assert "the Python tool in one sentence" in h0_source(settings, "math_reasoning")  # the seed's docstring
-    # the CPU default's math h0 is the hand-written one-line harness, archived as written
+    # the CPU default's math h0 is the seed, archived as written
     default = load_settings(ROOT / "params.yaml", domain="math_reasoning")
-    assert h0_source(default, "math_reasoning") == (ROOT / "harnesses/examples/math_expression.py").read_text()
+    assert h0_source(default, "math_reasoning") == (ROOT / "harnesses/seeds/math_reasoning.py").read_text()

@@ -25,11 +25,14 @@ def test_a_profiles_per_domain_overlay_wins_over_the_defaults_one():
                for profile in ("default", "study") for d in ("chess_puzzles", "math_reasoning")}
     assert budgets == {("default", "chess_puzzles"): 640, ("default", "math_reasoning"): 320,
                        ("study", "chess_puzzles"): 128, ("study", "math_reasoning"): 128}
-    # the study compares conditions under its own h0, not the chess default's
-    h0 = {p: load_settings(ROOT / "params.yaml", profile=p, domain="chess_puzzles").harness_search.h0
-          for p in ("default", "study", "paper")}
-    assert h0 == {"default": "harnesses/examples/chess_annotated.py", "study": "harnesses/examples/chess_choice.py",
-                  "paper": None}
+    # every profile but `handwritten` starts from the domain's seed h0
+    h0 = {(p, d): load_settings(ROOT / "params.yaml", profile=p, domain=d).harness_search.h0
+          for p in ("default", "study", "paper", "handwritten") for d in ("chess_puzzles", "math_reasoning")}
+    assert h0 == {("default", "chess_puzzles"): None, ("default", "math_reasoning"): None,
+                  ("study", "chess_puzzles"): None, ("study", "math_reasoning"): None,
+                  ("paper", "chess_puzzles"): None, ("paper", "math_reasoning"): None,
+                  ("handwritten", "chess_puzzles"): "harnesses/examples/chess_annotated.py",
+                  ("handwritten", "math_reasoning"): "harnesses/examples/math_expression.py"}
 
 
 def test_the_paper_profile_has_the_released_settings_of_each_domain():

@@ -143,7 +143,10 @@ class HarnessSearchSettings(Section):
     # proposer `replay`: the run directory whose recorded proposals (proposals/c<cycle>-i<it>.json
     # and its harness archive) are proposed again, iteration by iteration, with no model call.
     replay_from: str | None = None
+    # The offline proposer's operators besides single primitives, one candidate slot each.
+    operators: list[Literal["compose", "crossover", "mutate"]]
     smoke_examples: int = Field(ge=0)
+    skip_duplicates: bool
     recheck_top: int = Field(ge=0)
     recheck_samples: int = Field(ge=1)
     accept: AcceptSettings

@@ -237,6 +237,18 @@ class Store:
             out.append(Rollout(**r))
         return out if len(out) == key.size else None
 
+    def recorded_episodes(self, run_id: str, harness_id: str) -> list[dict]:
+        """The first sample of each example in ``harness_id``'s latest harness-split evaluation
+        (latest cycle, then iteration): what a candidate is replayed against (``whale.run.dedupe``)."""
+        return self.rows(
+            "WITH latest AS (SELECT cycle, step, weights_id FROM rollouts WHERE run_id = $run "
+            "AND harness_id = $harness AND phase = 'harness' AND split = 'harness' "
+            "ORDER BY cycle DESC, step DESC LIMIT 1) "
+            "SELECT example_id, token_ids, mask, reward, stop_reason FROM rollouts JOIN latest "
+            "USING (cycle, step, weights_id) WHERE run_id = $run AND harness_id = $harness "
+            "AND phase = 'harness' AND split = 'harness' AND sample_idx = 0 ORDER BY example_id",
+            {"run": run_id, "harness": harness_id})
+
     def unit_rollouts(self, run_id: str, cycle: int, phase: str, step: int, harness_ids: list[str],
                       weights_id: str) -> int:
         """Rollouts stored for one unit of work (a step or iteration of a phase, its harnesses, weights)."""

@@ -1,0 +1,49 @@
+"""The archive's frontier, per example (as GEPA keeps one): the harnesses that do best somewhere.
+
+Under one set of weights, a harness is on the frontier when, on at least one harness-split
+example, no other harness has a higher mean reward there (and that mean is above zero), and the
+examples where it is best are not a strict subset of another frontier harness's. Parents drawn
+from it in proportion to how many examples they lead keep harnesses that solve what the
+incumbent does not, instead of editing only the single best on average.
+"""
+from __future__ import annotations
+
+import random
+
+import duckdb
+
+
+def example_means(con: duckdb.DuckDBPyConnection, weights_id: str) -> dict[str, dict[str, float]]:
+    """harness -> example -> mean reward, for `ok` harnesses scored on the harness split under
+    ``weights_id`` (the proposer's view of the store)."""
+    rows = con.execute(
+        "SELECT r.harness_id, r.example_id, avg(coalesce(r.reward, 0)) FROM rollouts r "
+        "JOIN harnesses h USING (harness_id) WHERE r.split = 'harness' AND r.weights_id = ? "
+        "AND h.status = 'ok' GROUP BY ALL ORDER BY ALL", [weights_id]).fetchall()
+    out: dict[str, dict[str, float]] = {}
+    for hid, example, mean in rows:
+        out.setdefault(hid, {})[example] = mean
+    return out
+
+
+def frontier(means: dict[str, dict[str, float]]) -> dict[str, frozenset[str]]:
+    """Frontier harness -> the examples it leads (ties lead together)."""
+    examples = sorted({e for per in means.values() for e in per})
+    leads: dict[str, set[str]] = {}
+    for e in examples:
+        best = max(per.get(e, 0.0) for per in means.values())
+        if best <= 0:
+            continue
+        for hid, per in means.items():
+            if per.get(e, 0.0) >= best - 1e-9:
+                leads.setdefault(hid, set()).add(e)
+    return {h: frozenset(s) for h, s in sorted(leads.items())
+            if not any(s < other for g, other in leads.items() if g != h)}
+
+
+def draw(front: dict[str, frozenset[str]], rng: random.Random, exclude: tuple[str, ...] = ()) -> str | None:
+    """A frontier harness, in proportion to the examples it leads; None when none is left."""
+    pool = [(h, len(s)) for h, s in sorted(front.items()) if h not in exclude]
+    if not pool:
+        return None
+    return rng.choices([h for h, _ in pool], weights=[w for _, w in pool])[0]
