@@ -12,6 +12,7 @@ from tasks.harness import (
     evaluate_harnesses,
     propose_harnesses,
     recheck_harnesses,
+    revived_harnesses,
     select_harness,
     validate_candidate,
 )
@@ -138,13 +139,17 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
         nonlocal spent, kept
         n = charge_harness_unit(run, spend, cycle, iteration, hids)
         spent += n
-        if iteration >= 2 and n:  # a challenger exists: its re-check must fit in the budget
+        if (iteration >= 2 or len(hids) > 1) and n:  # a challenger exists: its re-check must fit in the budget
             kept = reserve
         grid(run, spend, cycle, incoming)
 
     it, reason, idle = 1, "", 0
-    evaluate_harnesses(run, cycle, 1, [incoming])  # callers start a phase only while the budget is open
-    unit(1, [incoming])
+    # Iteration 1: the incoming harness and, beyond the paper, the previous weights' best frontier
+    # harnesses, which may do better than the incumbent under the new weights.
+    revived = revived_harnesses(run, cycle, incoming, search.rescore_frontier)
+    revived = [h for i, h in enumerate(revived) if spend.open((i + 1) * size + reserve)]
+    evaluate_harnesses(run, cycle, 1, [incoming, *revived])  # callers start a phase only while the budget is open
+    unit(1, [incoming, *revived])
     while True:
         if idle >= MAX_IDLE_ITERATIONS:  # without it, a proposer whose candidates never run would never end
             reason = f"stalled: no candidate ran in {idle} iterations"

@@ -7,6 +7,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from harnesses.proposers import ProposerContext, propose_with_fallback, resolve_proposer
+from harnesses.proposers.frontier import revivals
 from harnesses.validate import check_candidate
 from tasks import log
 from whale.files import write_json
@@ -178,6 +179,13 @@ def select_harness(run: Run, cycle: int) -> dict:
     rows = _ranked(run, cycle, f"iteration = {RECHECK_ITERATION}", 1) or _ranked(run, cycle, "iteration >= 1", 1)
     hid, score, turns, it = rows[0]
     return {"harness_id": hid, "mean_reward": score, "mean_turns": turns, "iteration": it}
+
+
+@task(cache_policy=NONE)
+def revived_harnesses(run: Run, cycle: int, incoming: str, top: int) -> list[str]:
+    """The previous weights' best ``top`` frontier harnesses besides ``incoming``, to be re-scored
+    with it (``harness_search.rescore_frontier``; none while the weights have not changed)."""
+    return revivals(run.store.con, run.weights_id, incoming, top)
 
 
 @task(cache_policy=NONE)

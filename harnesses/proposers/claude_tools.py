@@ -11,6 +11,7 @@ import re
 
 import duckdb
 
+from harnesses.proposers.archive_tools import ToolInputError, apply_patch, search_run
 from harnesses.proposers.base import AXES, Candidate, ProposerContext
 from harnesses.proposers.sql_tool import DEFAULT_SQL_LIMITS, SqlLimits, SqlRefused, run_select
 from harnesses.proposers.sql_tool import cap as _cap
@@ -21,6 +22,14 @@ from whale.ids import harness_id
 MAX_RESULT_CHARS = 30_000  # any one tool result
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
+# What every submitted candidate states about itself (write_candidate, edit_candidate).
+CLAIM = {
+    "hypothesis": {"type": "string", "description": "one falsifiable sentence: what fails, "
+                   "which change fixes it, what score moves"},
+    "axis": {"type": "string", "enum": list(AXES)},
+    "components": {"type": "array", "items": {"type": "string"},
+                   "description": "short tags of the mechanisms used"},
+}
 SPECS = [
     {"name": "list_harnesses",
      "description": "Every archived harness: id, parents, origin, status (error text if any), "
@@ -43,14 +52,28 @@ SPECS = [
                     "fix them and submit again.",
      "input_schema": {"type": "object", "properties": {
          "source": {"type": "string", "description": "the whole Python module"},
-         "hypothesis": {"type": "string", "description": "one falsifiable sentence: what fails, "
-                        "which change fixes it, what score moves"},
-         "axis": {"type": "string", "enum": list(AXES)},
-         "components": {"type": "array", "items": {"type": "string"},
-                        "description": "short tags of the mechanisms used"},
+         **CLAIM,
          "parents": {"type": "array", "items": {"type": "string"},
                      "description": "harness ids this builds on (default: the incumbent)"}},
          "required": ["source", "hypothesis", "axis", "components"]}},
+    {"name": "search",
+     "description": "Find a regular expression (case-insensitive) in every archived harness's "
+                    "source, the domain notes and the harness-split rollout transcripts; answers "
+                    "the matching lines and where they are (harness id and line, or rollout "
+                    "harness/weights/example#sample, its reward and message).",
+     "input_schema": {"type": "object", "properties": {
+         "pattern": {"type": "string"},
+         "where": {"type": "string", "enum": ["all", "harnesses", "notes", "rollouts"]}},
+         "required": ["pattern"]}},
+    {"name": "edit_candidate",
+     "description": "Submit a candidate as exact search-and-replace edits of an archived harness "
+                    "(each `old` must occur exactly once); the result is checked and submitted "
+                    "as write_candidate would, with that harness as its parent.",
+     "input_schema": {"type": "object", "properties": {
+         "base": {"type": "string", "description": "the archived harness id to edit"},
+         "edits": {"type": "array", "items": {"type": "object", "properties": {
+             "old": {"type": "string"}, "new": {"type": "string"}}, "required": ["old", "new"]}},
+         **CLAIM}, "required": ["base", "edits", "hypothesis", "axis", "components"]}},
     {"name": "finish", "description": "End the session once the candidates are written.",
      "input_schema": {"type": "object", "properties": {}}},
 ]
@@ -143,6 +166,20 @@ class Workbench:
             return run_select(self.view, query, self.sql_limits)
         except SqlRefused as e:
             raise ToolError(str(e)) from None
+
+    def tool_search(self, pattern: str, where: str = "all") -> str:
+        try:
+            return search_run(self.ctx, self.view, pattern, where)
+        except ToolInputError as e:
+            raise ToolError(str(e)) from None
+
+    def tool_edit_candidate(self, base: str, edits: list, hypothesis: str, axis: str, components: list) -> str:
+        source = self.tool_read_harness(base)
+        try:
+            patched = apply_patch(source, edits)
+        except ToolInputError as e:
+            raise ToolError(str(e)) from None
+        return self.tool_write_candidate(patched, hypothesis, axis, components, parents=[base])
 
     def tool_write_candidate(self, source: str, hypothesis: str, axis: str, components: list,
                              parents: list | None = None) -> str:

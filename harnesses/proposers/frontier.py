@@ -47,3 +47,19 @@ def draw(front: dict[str, frozenset[str]], rng: random.Random, exclude: tuple[st
     if not pool:
         return None
     return rng.choices([h for h, _ in pool], weights=[w for _, w in pool])[0]
+
+
+def revivals(con: duckdb.DuckDBPyConnection, weights_id: str, incoming: str, top: int) -> list[str]:
+    """The ``top`` frontier harnesses (besides ``incoming``) of the latest weights before
+    ``weights_id`` that have harness-split scores, best mean first: what a harness phase
+    re-scores under new weights beside the incoming harness (``harness_search.rescore_frontier``)."""
+    if top <= 0:
+        return []
+    row = con.execute(
+        "SELECT weights_id FROM rollouts WHERE split = 'harness' AND phase = 'harness' AND weights_id <> ? "
+        "GROUP BY weights_id ORDER BY max(cycle) DESC, max(step) DESC, weights_id LIMIT 1", [weights_id]).fetchone()
+    if row is None:
+        return []
+    means = example_means(con, row[0])
+    front = [h for h in frontier(means) if h != incoming]
+    return sorted(front, key=lambda h: (-sum(means[h].values()) / len(means[h]), h))[:top]

@@ -201,3 +201,25 @@ def test_unknown_model_costs_nothing():
     u = Usage(input=1000, cache_write=100, cache_read=1000, output=10)
     assert estimate_cost("some-other-model", u) == 0.0
     assert estimate_cost("claude-sonnet-4-5", u) == pytest.approx((1000 * 3 + 125 * 3 + 100 * 3 + 10 * 15) / 1e6)
+
+
+def test_search_spans_archive_notes_and_visible_traces_and_edit_submits_a_patch(ctx):
+    patch = [{"old": "max_turns = 2", "new": "max_turns = 3"}]
+    script = [message(tool_use("search", {"pattern": "secret-|max_turns|3 passages"}),
+                      tool_use("search", {"pattern": "(unclosed"}),
+                      tool_use("edit_candidate", {"base": H0_ID, "edits": [{"old": "max_turns = 9", "new": "x"}],
+                                                  "hypothesis": "h", "axis": "budgets", "components": ["t"]}),
+                      tool_use("edit_candidate", {"base": H0_ID, "edits": patch, "hypothesis": "three turns",
+                                                  "axis": "budgets", "components": ["turn_budget"]})),
+              message(tool_use("finish", {}))]
+    with MessagesServer(script) as srv:
+        proposal = _proposer(srv).propose(ctx)
+        found, bad, missing, edited = _results(srv.requests[1])
+    assert f"harness {H0_ID} line 5: max_turns = 2" in found["content"]
+    assert "notes line 1" in found["content"] and "secret-harness" in found["content"]
+    assert "secret-test" not in found["content"] and "secret-weight" not in found["content"]  # view only
+    assert bad["is_error"] and "not a regular expression" in bad["content"]
+    assert missing["is_error"] and "does not occur" in missing["content"]
+    assert not edited["is_error"]
+    (c,) = proposal.candidates
+    assert c.source == GOOD and c.parents == [H0_ID]

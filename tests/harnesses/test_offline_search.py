@@ -146,3 +146,25 @@ def test_prompt_only_operators_change_prompt_text_only(tmp_path, domain):
 def test_unknown_operators_are_refused():
     with pytest.raises(ValueError, match="unknown offline operators"):
         OfflineProposer(operators=("splice",))
+
+
+def test_a_phase_revives_the_previous_weights_best_frontier_harnesses(tmp_path):
+    from harnesses.proposers.frontier import revivals
+
+    h0 = harness_id(SEARCH)
+    old = [rollout(h0, i, weights="w1", cycle=0, reward=float(i == 0), formatted=True) for i in range(4)]
+    ctx = context(tmp_path, "search_qa", SEARCH, old + [rollout(h0, i) for i in range(4)])
+    wide = edited("search_qa", "top_k_3", SEARCH)
+    titles = edited("search_qa", "retrieved_titles", SEARCH)
+    for source, leads in ((wide, [1, 2]), (titles, [3])):
+        hid = harness_id(source)
+        (ctx.archive_dir / f"{hid}.py").write_text(source)
+        with Store(ctx.store_path) as store:
+            register(store, hid, "search_qa", applied_tags(source), [h0], origin="offline")
+            store.insert_rollouts([rollout(hid, i, weights="w1", cycle=0, reward=float(i in leads), formatted=True)
+                                   for i in range(4)])
+    with Store(ctx.store_path) as store:
+        assert revivals(store.con, "w2", h0, 1) == [harness_id(wide)]  # the best mean of the old frontier
+        assert revivals(store.con, "w2", h0, 5) == [harness_id(wide), harness_id(titles)]  # h0 is incoming
+        assert revivals(store.con, "w2", h0, 0) == []
+        assert revivals(store.con, "w1", h0, 2) == []  # under w2 nothing scores above 0: no frontier

@@ -147,6 +147,7 @@ class HarnessSearchSettings(Section):
     operators: list[Literal["compose", "crossover", "mutate"]]
     smoke_examples: int = Field(ge=0)
     skip_duplicates: bool
+    rescore_frontier: int = Field(ge=0)
     recheck_top: int = Field(ge=0)
     recheck_samples: int = Field(ge=1)
     accept: AcceptSettings
