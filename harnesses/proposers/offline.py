@@ -42,6 +42,8 @@ from whale.ids import harness_id  # the archive's content address: a candidate's
 BASE_RATE = 0.05
 # What the proposer may offer besides single primitives (harnesses.proposers.variation).
 OPERATORS = ("compose", "crossover", "mutate")
+
+
 def rank(primitives: tuple[Primitive, ...], profile: dict, rng: random.Random) -> list[Primitive]:
     """Primitives by prior x (rate of the failures they address + a base rate); ties by ``rng``."""
     draws = [rng.random() for _ in primitives]
@@ -75,13 +77,16 @@ class OfflineProposer:
         try:
             parent, profile = stepping_stone(view, ctx.incumbent_id, info.tool_expected)
             front = frontier(example_means(view, profile["weights_id"])) if profile["n"] else {}
-            known = {h: (_lineage(view, ctx, h), failure_profile(view, h)) for h in {parent, *front}}
+            known = {h: (_lineage(view, ctx, h), profile if h == parent else failure_profile(view, h))
+                     for h in {parent, *front}}
         finally:
             view.close()
         rng = random.Random(f"offline:{self.seed}:{ctx.cycle}:{ctx.iteration}")
         lineage = known[parent][0]
         source = (ctx.archive_dir / f"{parent}.py").read_text()
-        edits = self._edits(rank(primitives, profile, rng), source, info, lineage, ctx)
+        # prompt-only mode: every candidate equals the incumbent up to prompt text (its validation)
+        base = masked((ctx.archive_dir / f"{ctx.incumbent_id}.py").read_text()) if ctx.prompt_only else None
+        edits = self._edits(rank(primitives, profile, rng), source, info, lineage, ctx, base)
         seen: set[str] = set()
         # The best single edit keeps a slot; the operators take turns over iterations for the rest.
         slots = ctx.M - 1 if edits else ctx.M
@@ -89,7 +94,7 @@ class OfflineProposer:
         variants = []
         for kind in self.operators[turn:] + self.operators[:turn]:
             found = _variant(kind, ctx, front, known, parent, primitives, info, rng) if len(variants) < slots else None
-            if found and _new(found[0].source, seen, ctx):
+            if found and _new(found[0].source, seen, ctx, base):
                 seen.add(harness_id(found[0].source))
                 variants.append(found)
         edits = [(p, e) for p, e in edits if harness_id(e.source) not in seen]
@@ -105,10 +110,9 @@ class OfflineProposer:
 
     @staticmethod
     def _edits(ranked: list[Primitive], parent: str, info: DomainInfo, lineage: list[str],
-               ctx: ProposerContext) -> list[tuple[Primitive, Edit]]:
+               ctx: ProposerContext, base: str | None) -> list[tuple[Primitive, Edit]]:
         """Applicable, new, valid edits of the parent's source, in rank order."""
         out, seen = [], set()
-        base = masked(parent) if ctx.prompt_only else None
         for p in ranked:
             try:
                 edit = p.apply(parent, info)
@@ -121,17 +125,13 @@ class OfflineProposer:
         return out
 
 
-def _new(source: str, seen: set[str], ctx: ProposerContext, base: str | None = None) -> bool:
-    """Not proposed in this call, not archived, statically clean and (prompt-only mode) equal
-    to the parent up to prompt text (``base``: the parent's mask)."""
+def _new(source: str, seen: set[str], ctx: ProposerContext, base: str | None) -> bool:
+    """Not proposed in this call, not archived, statically clean and (prompt-only mode, ``base``
+    the incumbent's mask) equal to the incumbent up to prompt text."""
     hid = harness_id(source)
     if hid in seen or (ctx.archive_dir / f"{hid}.py").exists() or static_violations(source):
         return False
-    return not ctx.prompt_only or masked(source) == (base or masked(_incumbent(ctx)))
-
-
-def _incumbent(ctx: ProposerContext) -> str:
-    return (ctx.archive_dir / f"{ctx.incumbent_id}.py").read_text()
+    return base is None or masked(source) == base
 
 
 def _lineage(view: duckdb.DuckDBPyConnection, ctx: ProposerContext, hid: str) -> list[str]:

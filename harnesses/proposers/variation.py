@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from harnesses.proposers.primitives import DomainInfo, NotApplicable, Primitive
 from harnesses.proposers.primitives.mutate import drop_sentence, mutate_constant, set_constant
 
-# Tags a primitive writes besides its own name (budgets carry the value they set).
-_TAGGED = {"turns_plus_1": r"max_turns_\d+", "more_tokens": r"tokens_x2_\d+"}
-
 
 @dataclass(frozen=True)
 class Variant:
@@ -29,7 +26,7 @@ class Variant:
 def primitive_of_tag(tag: str, primitives: tuple[Primitive, ...]) -> Primitive | None:
     """The primitive that writes ``tag``."""
     for p in primitives:
-        if tag == p.name or (p.name in _TAGGED and re.fullmatch(_TAGGED[p.name], tag)):
+        if tag == p.name or (p.writes and re.fullmatch(p.writes, tag)):
             return p
     return None
 

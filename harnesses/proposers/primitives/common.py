@@ -63,6 +63,8 @@ class Primitive:
     prior: float
     edit: Callable[[str, DomainInfo, Primitive], Edit]
     prompt_only: bool = False
+    # The tags it writes besides its name, as a regular expression (budgets carry their value).
+    writes: str = ""
 
     def apply(self, source: str, info: DomainInfo) -> Edit:
         return self.edit(source, info, self)
@@ -188,11 +190,12 @@ COMMON = (
               "makes every episode end with a parsable answer", ("not_formatted", "truncated"),
               1.0, answer_prefix),
     Primitive("turns_plus_1", "budgets", "episodes hit the turn cap: one more turn lets them finish",
-              ("turn_cap",), 0.8, turns_up(1)),
+              ("turn_cap",), 0.8, turns_up(1), writes=r"max_turns_\d+"),
     Primitive("turns_plus_2", "budgets", "episodes hit the turn cap: two more turns let multi-step "
-              "episodes finish", ("turn_cap",), 0.5, turns_up(2)),
+              "episodes finish", ("turn_cap",), 0.5, turns_up(2), writes=r"max_turns_\d+"),
     Primitive("more_tokens", "budgets", "turns are cut off by their token limit: twice the room "
-              "per turn and per episode lets the answer be written", ("truncated",), 0.8, more_tokens),
+              "per turn and per episode lets the answer be written", ("truncated",), 0.8, more_tokens,
+              writes=r"tokens_x2_\d+"),
     Primitive("checklist", "prompt", "a one-line checklist in the instructions makes the model "
               "check its answer and the format before it ends", ("wrong", "not_formatted"), 0.5,
               sentence(lambda info: info.checklist), prompt_only=True),

@@ -143,15 +143,21 @@ def set_class_constant(source: str, name: str, value: int, tag: str, hypothesis:
     tree = ast.parse(source)
     node, inherited = _defining_value(tree, name)
     if not inherited and isinstance(node, ast.Constant) and node.lineno == node.end_lineno:
-        lines = source.splitlines(keepends=True)
-        line = lines[node.lineno - 1].encode()
-        tail = line[node.end_col_offset:].decode().rstrip("\n")
-        text = line[:node.col_offset].decode() + str(value) + tail
-        if "#" not in tail and not tail.endswith("\\"):
-            text += f"  {MARK}{tag}"
-        lines[node.lineno - 1] = text + "\n"
-        return "".join(lines)
+        return set_literal(source, node, value, tag)
     return add_layer(source, tag, hypothesis, f"{name} = {value}")
+
+
+def set_literal(source: str, node: ast.Constant, value: int, tag: str) -> str:
+    """``source`` with the one-line literal ``node`` replaced by ``value``, marked with ``tag``
+    where the line has room for a comment."""
+    lines = source.splitlines(keepends=True)
+    line = lines[node.lineno - 1].encode()
+    tail = line[node.end_col_offset:].decode().rstrip("\n")
+    text = line[:node.col_offset].decode() + str(value) + tail
+    if "#" not in tail and not tail.endswith("\\"):
+        text += f"  {MARK}{tag}"
+    lines[node.lineno - 1] = text + "\n"
+    return "".join(lines)
 
 
 # --- prompt sentences ------------------------------------------------------------------------

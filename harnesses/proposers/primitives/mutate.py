@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET
 from harnesses.proposers.primitives.common import Edit
-from harnesses.proposers.primitives.edit import MARK, NotApplicable, _prose_nodes, quote
+from harnesses.proposers.primitives.edit import MARK, NotApplicable, _prose_nodes, quote, set_literal
 
 CAPS = {"max_turns": HARD_MAX_TURNS, "token_budget": HARD_TOKEN_BUDGET, "turn_tokens": HARD_TOKEN_BUDGET}
 _SENTENCE = re.compile(r"(?<=[.!?])[ \t]+|\n+")
@@ -64,19 +64,6 @@ def neighbours(name: str, value: int) -> list[int]:
     return sorted({v for v in out if 0 <= v <= cap and v != value and (v > 0 or value == 1)})
 
 
-def set_site(source: str, site: Site, value: int, tag: str) -> str:
-    """``source`` with the literal at ``site`` replaced by ``value``."""
-    lines = source.splitlines(keepends=True)
-    node = site.node
-    line = lines[node.lineno - 1].encode()
-    tail = line[node.end_col_offset:].decode().rstrip("\n")
-    text = line[:node.col_offset].decode() + str(value) + tail
-    if "#" not in tail and not tail.rstrip().endswith(("\\", ",", "(")):
-        text += f"  {MARK}{tag}"
-    lines[node.lineno - 1] = text + "\n"
-    return "".join(lines)
-
-
 def mutate_constant(source: str, rng: random.Random, exclude: tuple[str, ...] = ()) -> Edit:
     """One integer constant set to a neighbouring value (tag ``set_<name>_<value>``); ``exclude``:
     tags already in the lineage."""
@@ -85,7 +72,7 @@ def mutate_constant(source: str, rng: random.Random, exclude: tuple[str, ...] = 
     if not options:
         raise NotApplicable("no integer constant left to change")
     site, value, tag = rng.choice(options)
-    return Edit(set_site(source, site, value, tag), tag)
+    return Edit(set_literal(source, site.node, value, tag), tag)
 
 
 def set_constant(source: str, tag: str) -> Edit:
@@ -94,7 +81,7 @@ def set_constant(source: str, tag: str) -> Edit:
     sites = [s for s in int_sites(source) if m and s.name == m[1]]
     if not sites or sites[-1].value == int(m[2]):
         raise NotApplicable(f"{tag} does not apply to this harness")
-    return Edit(set_site(source, sites[-1], int(m[2]), tag), tag)
+    return Edit(set_literal(source, sites[-1].node, int(m[2]), tag), tag)
 
 
 def drop_sentence(source: str, rng: random.Random, marker: str) -> Edit:
@@ -103,11 +90,10 @@ def drop_sentence(source: str, rng: random.Random, marker: str) -> Edit:
     for node, text in _prose_nodes(ast.parse(source)):
         if isinstance(node, ast.Constant):
             parts = [p for p in _SENTENCE.split(text) if p.strip()]
-            options += [(node, text, i) for i, p in enumerate(parts) if len(parts) > 1 and marker not in p]
+            options += [(node, text, parts, i) for i, p in enumerate(parts) if len(parts) > 1 and marker not in p]
     if not options:
         raise NotApplicable("no prompt literal with a sentence to drop")
-    node, text, i = rng.choice(options)
-    parts = [p for p in _SENTENCE.split(text) if p.strip()]
+    node, text, parts, i = rng.choice(options)
     sep = "\n" if "\n" in text else " "
     new = sep.join(p for j, p in enumerate(parts) if j != i)
     tag = f"drop_{node.lineno}_{i}"
