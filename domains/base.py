@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domains.leaks import leak
+from domains.tables import DRAW_ORDER, disjoint, jsonl_rows
 from harnesses.contract import Call
 from whale.files import write_atomic
 from whale.types import Example, Verdict, check_splits
@@ -73,6 +74,27 @@ class Domain:
         for split, examples in self.generate(sizes, seed).items():
             write_examples(self.data_dir / f"{split}.jsonl", examples)
 
+    def load_file(self, path: str | Path, split: str) -> list[Example]:
+        """Examples of ``split`` from one real data file (the domain's public format)."""
+        raise NotImplementedError(f"{self.name} reads no real data files")
+
+    def identity(self, example: Example) -> str:
+        """What makes two examples the same problem, for keeping splits disjoint."""
+        raise NotImplementedError
+
+    def import_files(self, files: dict[str, str | Path]) -> dict[str, int]:
+        """Write splits from real files (``{split: path}``) and count them. Splits already written
+        (generated) are kept beside them, and every split is made disjoint from the others: a
+        problem two splits share stays only in the more held-out one (``DRAW_ORDER``), since
+        published pools overlap, and a generated problem never sits beside its real twin."""
+        check_splits(*files)
+        splits = {s: self.load_file(files[s], s) if s in files else read_examples(self.data_dir / f"{s}.jsonl", s)
+                  for s in DRAW_ORDER if s in files or (self.data_dir / f"{s}.jsonl").exists()}
+        kept = disjoint(splits, self.identity)
+        for split, examples in kept.items():
+            write_examples(self.data_dir / f"{split}.jsonl", examples)
+        return {s: len(kept[s]) for s in DRAW_ORDER if s in files}
+
     def environment(self, example: Example) -> Environment:
         raise NotImplementedError
 
@@ -137,19 +159,6 @@ def read_examples(path: Path, split: str) -> list[Example]:
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path}:{line_no}: bad example row ({e})") from None
     return out
-
-
-def jsonl_rows(path: str | Path):
-    """``(line number, parsed row)`` of a JSONL file, blank lines skipped; a bad line raises
-    ``ValueError("path:line: not JSON (...)")``."""
-    with Path(path).open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{line_no}: not JSON ({e.msg})") from None
 
 
 def check_sizes(sizes: dict[str, int]) -> None:

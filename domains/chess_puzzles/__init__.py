@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domains.base import Domain, write_examples
+from domains.base import Domain
 from domains.chess_puzzles import generate as _generate
 from domains.chess_puzzles.environment import ChessEnvironment
 from domains.chess_puzzles.leak import leak as _leak
 from domains.chess_puzzles.load import load_lichess_csv
 from domains.chess_puzzles.verify import verify as _verify
-from whale.types import Example, Verdict, check_splits
+from whale.types import Example, Verdict
 
 __all__ = ["ChessDomain", "ChessEnvironment", "load_lichess_csv", "make_domain"]
 
@@ -29,27 +29,12 @@ class ChessDomain(Domain):
     def generate(self, sizes: dict[str, int], seed: int) -> dict[str, list[Example]]:
         return _generate.generate(sizes, seed, self.mix, self.max_legal_moves, self.splits)
 
-    def import_files(self, files: dict[str, str | Path]) -> dict[str, int]:
-        """Write splits from Lichess CSV files (``{split: path}``), made disjoint, and count them.
+    def load_file(self, path: str | Path, split: str) -> list[Example]:
+        return load_lichess_csv(path, split)
 
-        A puzzle whose start position (board + side to move) was already taken is dropped: by a
-        held-out split from the others (test beats harness beats weight), or by an earlier row.
-        """
-        check_splits(*files)
-        seen: set[str] = set()
-        counts = {}
-        for split in _generate.DRAW_ORDER:
-            if split not in files:
-                continue
-            kept = []
-            for ex in load_lichess_csv(files[split], split):
-                key = " ".join(ex.public["fen"].split()[:2])
-                if key not in seen:
-                    seen.add(key)
-                    kept.append(ex)
-            write_examples(self.data_dir / f"{split}.jsonl", kept)
-            counts[split] = len(kept)
-        return counts
+    def identity(self, example: Example) -> str:
+        """The start position: board and side to move (a puzzle repeated under another id)."""
+        return " ".join(example.public["fen"].split()[:2])
 
     def environment(self, example: Example) -> ChessEnvironment:
         return ChessEnvironment(example)

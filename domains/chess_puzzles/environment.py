@@ -1,7 +1,8 @@
 """The chess environment: the real board, one tool ``move``, scripted opponent replies.
 
 The solver's moves are checked with python-chess on the real board: a legal move that is not
-the reference move ends the episode; a correct move is pushed together with the scripted reply.
+the reference move ends the episode (except another mate where the line ends in mate); a correct
+move is pushed together with the scripted reply.
 Malformed and illegal moves change nothing and end nothing: retries are the harness's policy.
 """
 from __future__ import annotations
@@ -74,7 +75,7 @@ class ChessEnvironment(Environment):
             self.illegal += 1
             return Observation(self.observation("illegal", move=text, reason=reason))
         uci = move.uci()
-        if uci != self.line[self.ply]:
+        if uci != self.line[self.ply] and not self._other_mate(move):
             self.wrong_move, self.done = uci, True
             return Observation(self.observation("wrong", move=uci), done=True)
         self._push(move)
@@ -86,6 +87,19 @@ class ChessEnvironment(Environment):
             self.solved = self.done = True
             return Observation(self.observation("solved", move=uci), done=True)
         return Observation(self.observation("correct", move=uci))
+
+    def _other_mate(self, move: chess.Move) -> bool:
+        """Where the reference line ends in mate, any mate on that last ply solves the puzzle (the
+        Lichess rule): the solver found a win the line did not list."""
+        if self.ply != len(self.line) - 1:
+            return False
+        after = self.board.copy(stack=False)
+        after.push(chess.Move.from_uci(self.line[self.ply]))
+        if not after.is_checkmate():
+            return False
+        after = self.board.copy(stack=False)
+        after.push(move)
+        return after.is_checkmate()
 
     def authored(self, call: Call, completion: str) -> str | None:
         """The move must be one the model named this turn, in either notation: the harness may
@@ -103,6 +117,7 @@ class ChessEnvironment(Environment):
 
     def final_state(self) -> dict:
         return {"moves_played": list(self.moves_played), "solved": self.solved,
+                "checkmate": self.board.is_checkmate(),
                 "illegal": self.illegal, "malformed": self.malformed,
                 "submitted": self.submitted, "wrong_move": self.wrong_move}
 

@@ -13,6 +13,7 @@ import chess
 
 from domains.base import check_sizes
 from domains.chess_puzzles import positions, search
+from domains.tables import DRAW_ORDER
 from whale.types import SPLITS, Example
 
 TYPES = ("mate1", "mate2", "win_piece")
@@ -20,7 +21,6 @@ TYPES = ("mate1", "mate2", "win_piece")
 # of samples; mates in two are the rarest and slowest to find (about 0.6 per second here).
 DEFAULT_MIX = {"mate1": 0.3, "mate2": 0.1, "win_piece": 0.6}
 DEFAULT_MAX_LEGAL_MOVES = 16
-DRAW_ORDER = ("test", "harness", "weight")
 # Candidate positions examined for one puzzle before giving up (a bound set too low never ends).
 MAX_CANDIDATES = 100_000
 # Take-back pairs tried from one mate-in-one position when looking for a mate in two.

@@ -1,4 +1,6 @@
-"""The chess leak check: the reference move singled out in harness-written text.
+"""The chess leak check: a winning move singled out in harness-written text.
+
+A winning move is the reference move, or on a last ply whose reference move mates, any mate.
 
 The environment lists every legal move, so a first-mention rule cannot work here: the answer is
 always in the observation. What a harness must not do is point at it. A harness-written text
@@ -22,14 +24,28 @@ RANK = "[pnbrqkPNBRQK1-8]{1,8}"
 FEN = re.compile(rf"(?:{RANK}/){{7}}{RANK} [wb] (?:[KQkq]{{1,4}}|-) (?:[a-h][36]|-) \d+ \d+")
 
 
-def solver_positions(example: Example) -> dict[str, str]:
-    """Board+side key of each position where the solver moves -> the reference move (UCI)."""
+def solver_positions(example: Example) -> dict[str, list[chess.Move]]:
+    """Board+side key of each position where the solver moves -> the moves that score there: the
+    reference move, and on a last ply that mates, every mating move (the environment takes any)."""
     board, out = chess.Board(example.public["fen"]), {}
-    for ply, uci in enumerate(example.gold["moves"]):
+    line = example.gold["moves"]
+    for ply, uci in enumerate(line):
         if ply % 2 == 0:
-            out[_key(board.fen())] = uci
+            out[_key(board.fen())] = _winning(board, chess.Move.from_uci(uci), ply == len(line) - 1)
         board.push_uci(uci)
     return out
+
+
+def _winning(board: chess.Board, reference: chess.Move, last: bool) -> list[chess.Move]:
+    if not (last and _mates(board, reference)):
+        return [reference]
+    return [reference] + [m for m in board.legal_moves if m != reference and _mates(board, m)]
+
+
+def _mates(board: chess.Board, move: chess.Move) -> bool:
+    after = board.copy(stack=False)
+    after.push(move)
+    return after.is_checkmate()
 
 
 def move_counts(board: chess.Board, text: str) -> dict[chess.Move, int]:
@@ -52,6 +68,11 @@ def singled_out(board: chess.Board, gold: chess.Move, text: str) -> bool:
     return rivals <= max(1, len(counts) // 4)
 
 
+def _named(board: chess.Board, golds: list[chess.Move], text: str) -> bool:
+    counts = move_counts(board, text)
+    return any(counts.get(g, 0) > 0 for g in golds)
+
+
 def leak(example: Example, events: list[tuple[str, str]]) -> str | None:
     """Why the episode leaked the reference move (None when it did not)."""
     golds = solver_positions(example)
@@ -64,11 +85,13 @@ def leak(example: Example, events: list[tuple[str, str]]) -> str | None:
             continue
         if key not in golds:
             continue
-        board, gold = chess.Board(_full(key)), chess.Move.from_uci(golds[key])
+        board = chess.Board(_full(key))
         if author == "model":
-            named = named or move_counts(board, text).get(gold, 0) > 0
-        elif not named and singled_out(board, gold, text):
-            return f"harness-written text singles out the reference move {gold.uci()} before the model named it"
+            named = named or _named(board, golds[key], text)
+            continue
+        pointed = next((g for g in golds[key] if not named and singled_out(board, g, text)), None)
+        if pointed is not None:
+            return f"harness-written text singles out the winning move {pointed.uci()} before the model named it"
     return None
 
 

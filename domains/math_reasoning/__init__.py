@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domains.base import Domain, write_examples
+from domains.base import Domain
 from domains.math_reasoning import generate as _generate
 from domains.math_reasoning.environment import MathEnvironment, ToolLimits
 from domains.math_reasoning.load import load_rows
 from domains.math_reasoning.verify import mentions
 from domains.math_reasoning.verify import verify as _verify
 from harnesses.jail import JailSpec
-from whale.types import Example, Verdict, check_splits
+from whale.types import Example, Verdict
 
 __all__ = ["MathDomain", "MathEnvironment", "ToolLimits", "load_rows", "make_domain"]
 
@@ -25,22 +25,11 @@ class MathDomain(Domain):
     def generate(self, sizes: dict[str, int], seed: int) -> dict[str, list[Example]]:
         return _generate.generate(sizes, seed)
 
-    def import_files(self, files: dict[str, str | Path]) -> dict[str, int]:
-        """Write splits from real data files (``{split: path}``), made disjoint, and count them.
+    def load_file(self, path: str | Path, split: str) -> list[Example]:
+        return load_rows(path, split)
 
-        A problem found in a held-out split is dropped from the others (test beats harness beats
-        weight), since the published pools overlap (the reference drew D_harness from D_weight).
-        """
-        check_splits(*files)
-        loaded = {split: load_rows(files[split], split) for split in _generate.DRAW_ORDER if split in files}
-        seen: set[str] = set()
-        counts = {}
-        for split, examples in loaded.items():
-            kept = [ex for ex in examples if _generate.normalise(ex.public["question"]) not in seen]
-            seen.update(_generate.normalise(ex.public["question"]) for ex in kept)
-            write_examples(self.data_dir / f"{split}.jsonl", kept)
-            counts[split] = len(kept)
-        return counts
+    def identity(self, example: Example) -> str:
+        return _generate.normalise(example.public["question"])
 
     def environment(self, example: Example) -> MathEnvironment:
         return MathEnvironment(example, self.tool_limits)

@@ -16,10 +16,10 @@ import random
 import re
 
 from domains.base import check_sizes
+from domains.tables import DRAW_ORDER
 from whale.types import SPLITS, Example
 
 # Held-out roles first so their content does not depend on the size of the weight split.
-DRAW_ORDER = ("test", "harness", "weight")
 
 
 def _product(rng: random.Random):

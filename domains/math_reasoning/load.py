@@ -10,15 +10,16 @@ Two layouts are understood, row by row:
   answer in ``answer``/``Answer``, with ``id``/``ID`` when present (AIME: ``Maxwell-Jia/AIME_2024``,
   ``yentinglin/aime_2025``; most hand-made files).
 A row without a problem or with a non-integer answer raises ValueError naming the file and the
-line (JSONL, 1-based) or row (Parquet, 0-based). Problems repeated with the same text are kept
-once (the published DAPO-Math-17k repeats every problem many times).
+line (JSONL, 1-based) or row (Parquet, 0-based). Without an id column a row's id is its 0-based
+position in the file, the same for a Parquet file and its JSONL copy. Problems repeated with the
+same text are kept once (the published DAPO-Math-17k repeats every problem many times).
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from domains.base import jsonl_rows
+from domains.tables import table_rows
 from whale.types import Example, check_splits
 
 PROBLEM = ("problem", "Problem", "question", "prompt")
@@ -33,7 +34,7 @@ def load_rows(path: str | Path, split: str, dedupe: bool = True) -> list[Example
     check_splits(split)
     path = Path(path)
     out, seen = [], set()
-    for where, row in _rows(path):
+    for where, ordinal, row in table_rows(path):
         try:
             problem, answer, row_id = _parse(row)
         except ValueError as e:
@@ -42,26 +43,12 @@ def load_rows(path: str | Path, split: str, dedupe: bool = True) -> list[Example
         if dedupe and key in seen:
             continue
         seen.add(key)
-        ident = f"math-{split}-{path.stem}-{row_id if row_id is not None else where.split()[-1]}"
+        ident = f"math-{split}-{path.stem}-{row_id if row_id is not None else ordinal}"
         out.append(Example(id=ident, split=split, public={"question": problem}, gold={"answer": answer}))
     ids = [ex.id for ex in out]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: example ids are not unique (duplicate id column values)")
     return out
-
-
-def _rows(path: Path):
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist()):
-            yield f"row {i}", row
-    elif suffix in (".jsonl", ".ndjson"):
-        for line_no, row in jsonl_rows(path):
-            yield f"line {line_no}", row
-    else:
-        raise ValueError(f"{path}: unsupported file type {suffix!r}; use .parquet or .jsonl")
 
 
 def _parse(row) -> tuple[str, int, str | None]:

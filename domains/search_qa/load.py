@@ -1,19 +1,24 @@
-"""Real public formats: Search-R1 question parquet files and wiki-18 style JSONL corpora.
+"""Real public formats: Search-R1 questions (Parquet or JSONL) and wiki-18 style JSONL corpora.
 
 Questions: one row per question, the text in ``question`` (or ``extra_info.question``), the gold
 aliases in ``golden_answers`` (or ``reward_model.ground_truth.target``), optionally ``id`` (or
-``extra_info.index``) and ``data_source``. Corpus: one JSON object per line, ``{"id", "contents"}``
-with ``contents`` = title, newline, text (wiki-18 quotes its titles; the quotes are dropped).
-Bad rows are refused with the file and the row index (parquet, from 0) or line number (JSONL, from 1).
+``extra_info.index``), ``data_source`` and ``hops`` (or ``extra_info.hops``, ``metadata.hops``).
+Without ``hops`` a question counts as multi-hop when its ``data_source`` is one of Search-R1's
+multi-hop benchmarks. Corpus: one JSON object per line, ``{"id", "contents"}`` with ``contents`` =
+title, newline, text (wiki-18 quotes its titles, and repeats the title at the start of an article's
+first passage, "Aaron Aaron (...)": both are undone). Bad rows are refused with the file and the
+row (Parquet, from 0) or line (JSONL, from 1).
 """
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
-from domains.base import jsonl_rows, write_examples
+from domains.base import write_examples
+from domains.tables import DRAW_ORDER, disjoint, jsonl_rows, relabel, table_rows
 from whale.files import write_atomic
-from whale.types import Example, check_splits
+from whale.types import SPLITS, Example, check_splits
 
 # Search-R1's multi-hop benchmarks; every other source is counted as single-hop.
 MULTI_HOP_SOURCES = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
@@ -22,10 +27,12 @@ MULTI_HOP_SOURCES = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 def split_contents(contents: str) -> tuple[str, str]:
     """``(title, text)`` of a wiki-18 ``contents`` string."""
     title, _, text = contents.partition("\n")
-    title = title.strip()
+    title, text = title.strip(), text.strip()
     if len(title) >= 2 and title[0] == title[-1] == '"':
         title = title[1:-1]
-    return title, text.strip()
+    if title and text.startswith(f"{title} {title}"):
+        text = text[len(title) + 1:]
+    return title, text
 
 
 def load_corpus(path: str | Path) -> list[dict]:
@@ -52,25 +59,25 @@ def write_corpus(path: str | Path, rows: list[dict]) -> None:
 
 
 def load_questions(path: str | Path, split: str) -> list[Example]:
-    """Examples of ``split`` from a Search-R1 style parquet file."""
-    import pyarrow.parquet as pq
-
+    """Examples of ``split`` from a Search-R1 style Parquet or JSONL file."""
     check_splits(split)
     path = Path(path)
     out, seen = [], set()
-    for i, row in enumerate(pq.read_table(path).to_pylist()):
+    for where, ordinal, row in table_rows(path):
         try:
-            ex = _example(row, i, split)
+            ex = _example(row, ordinal, split)
         except ValueError as e:
-            raise ValueError(f"{path}: row {i}: {e}") from None
+            raise ValueError(f"{path}: {where}: {e}") from None
         if ex.id in seen:
-            raise ValueError(f"{path}: row {i}: duplicate id {ex.id!r}")
+            raise ValueError(f"{path}: {where}: duplicate id {ex.id!r}")
         seen.add(ex.id)
         out.append(ex)
     return out
 
 
-def _example(row: dict, i: int, split: str) -> Example:
+def _example(row, i: int, split: str) -> Example:
+    if not isinstance(row, dict):
+        raise ValueError(f"a row must be an object, got {type(row).__name__}")
     extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
     question = row.get("question") or extra.get("question")
     if not isinstance(question, str) or not question.strip():
@@ -83,27 +90,58 @@ def _example(row: dict, i: int, split: str) -> Example:
         raise ValueError("gold answers ('golden_answers' or 'reward_model.ground_truth.target') "
                          f"must be a non-empty list of non-empty strings, got {answers!r}")
     key = next((k for k in (row.get("id"), extra.get("index")) if k is not None), i)
-    source = str(row.get("data_source") or "").lower()
-    hops = 2 if any(s in source for s in MULTI_HOP_SOURCES) else 1
     return Example(id=f"search_qa-{split}-{key}", split=split, public={"question": question.strip()},
-                   gold={"answers": [a.strip() for a in answers], "hops": hops})
+                   gold={"answers": [a.strip() for a in answers], "hops": _hops(row, extra)})
 
 
-def import_real(data_dir: str | Path, corpus_path: str | Path, question_paths: dict[str, str | Path]) -> None:
-    """Install real data as the domain's data: ``corpus.jsonl`` plus one file per split.
+def _hops(row: dict, extra: dict) -> int:
+    meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    given = next((h for h in (row.get("hops"), extra.get("hops"), meta.get("hops")) if h is not None), None)
+    if given is None:
+        source = str(row.get("data_source") or "").lower()
+        return 2 if any(s in source for s in MULTI_HOP_SOURCES) else 1
+    number = given.strip() if isinstance(given, str) else given
+    if isinstance(number, str) and number.isdigit():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"hops must be a positive integer, got {given!r}")
+    return number
 
-    Splits must not share a question (Search-R1's released harness set is a subset of its
-    training set; that leak is refused here).
-    """
-    out = Path(data_dir)
+
+def import_real(data_dir: str | Path, corpus_path: str | Path, question_paths: dict[str, str | Path],
+                sizes: dict[str, int] | None = None, seed: int = 0) -> dict[str, int]:
+    """Install real data as the domain's data: ``corpus.jsonl`` plus one file per split; returns
+    each split's count. Given ``sizes``, a split no file names is drawn (``sizes[split]``
+    questions, seeded) from the weight file if there is one, else from the test file, so a test
+    set alone is enough. A
+    question two splits share stays only in the more held-out one (Search-R1's released harness
+    set is a subset of its training set)."""
     splits = {split: load_questions(p, split) for split, p in question_paths.items()}
-    owner: dict[str, str] = {}
-    for split, examples in splits.items():
-        for ex in examples:
-            q = " ".join(ex.public["question"].lower().split())
-            if owner.setdefault(q, split) != split:
-                raise ValueError(f"question {ex.public['question']!r} is in both {owner[q]} and {split}")
+    if not splits:
+        raise ValueError("search_qa needs at least one question file")
+    pool = next(s for s in ("weight", "test", "harness") if s in splits)
+    for split in [s for s in SPLITS if s not in splits and sizes is not None]:
+        splits[split] = _draw(splits, pool, split, sizes.get(split, 0), seed)
+    kept = disjoint(splits, lambda ex: " ".join(ex.public["question"].lower().split()))
+    empty = [s for s in DRAW_ORDER if s in kept and not kept[s]]
+    if empty:
+        raise ValueError(f"search_qa split(s) {', '.join(empty)} would be empty; name a file for each or give "
+                         "more questions")
     passages = load_corpus(corpus_path)
+    out = Path(data_dir)
     write_corpus(out / "corpus.jsonl", [{"id": p["id"], "contents": f"{p['title']}\n{p['text']}"} for p in passages])
-    for split, examples in splits.items():
+    for split, examples in kept.items():
         write_examples(out / f"{split}.jsonl", examples)
+    return {split: len(examples) for split, examples in kept.items()}
+
+
+def _draw(splits: dict[str, list[Example]], pool_name: str, split: str, n: int, seed: int) -> list[Example]:
+    """``n`` questions moved out of ``splits[pool_name]`` into ``split``; at least as many stay in
+    the pool as are drawn."""
+    pool = splits[pool_name]
+    if n < 1 or len(pool) < 2 * n:
+        raise ValueError(f"search_qa has no {split} file, and its {pool_name} file ({len(pool)} questions) is too "
+                         f"small to draw {n} from (needs at least {2 * n}); name one with --from {split}=PATH")
+    picked = set(random.Random(f"{seed}:{split}").sample(range(len(pool)), n))
+    splits[pool_name] = [ex for i, ex in enumerate(pool) if i not in picked]
+    return [relabel(ex, split) for i, ex in enumerate(pool) if i in picked]

@@ -223,7 +223,17 @@ def test_params_sources_name_real_files_and_the_other_splits_are_generated(tmp_p
     assert main(["prepare", "--domain", "math_reasoning", "--data-dir", str(data), "--set", missing]) == 2
     partial = json.dumps({"sources": {"search_qa": {"test": str(test)}}})
     assert main(["prepare", "--domain", "search_qa", "--data-dir", str(data), "--set", partial]) == 2
-    assert "needs all three splits and a corpus" in capsys.readouterr().err
+    assert "needs a corpus" in capsys.readouterr().err
+    corpus = tmp_path / "wiki.jsonl"
+    corpus.write_text(json.dumps({"id": "0", "contents": '"Tavia"\nTavia Tavia is a city.'}) + "\n")
+    questions = tmp_path / "nq_test.jsonl"
+    questions.write_text("".join(json.dumps({"question": f"q{i}?", "golden_answers": ["Tavia"]}) + "\n"
+                                 for i in range(12)))
+    sizes = json.dumps({"data": {"search_qa": {"weight": 4, "harness": 2, "test": 64}}})
+    assert main(["prepare", "--domain", "search_qa", "--data-dir", str(data), "--from", f"test={questions}",
+                 "--corpus", str(corpus), "--set", sizes]) == 0
+    assert "test 6, harness 2 (drawn), weight 4 (drawn)" in capsys.readouterr().out
+    assert "Tavia\\nTavia is a city." in (data / "search_qa" / "corpus.jsonl").read_text()
 
 
 def test_dry_run_prints_the_plan_and_refuses_what_cannot_run(tmp_path, tiny_model_dir, capsys, monkeypatch):

@@ -42,7 +42,8 @@ def test_gold_line_is_solved_with_the_scripted_reply():
     assert last.done and last.data["event"] == "solved"
     state = env.final_state()
     assert state == {"moves_played": ["c3a3", "e6a6", "a3a6"], "solved": True, "illegal": 0,
-                     "malformed": 0, "submitted": 2, "wrong_move": None}
+                     "malformed": 0, "submitted": 2, "wrong_move": None,
+                     "checkmate": True}
     verdict = verify(MATE2, state)
     assert (verdict.reward, verdict.formatted) == (1.0, True)
     assert verdict.details == {"moves": ["c3a3", "e6a6", "a3a6"], "solved": True, "illegal": 0, "wrong_move": None}
@@ -128,3 +129,28 @@ def test_domain_wires_environment_and_verifier(tmp_path):
     env.reset()
     env.step(move("h1h8"))
     assert domain.verify(MATE1, [], env.final_state()).reward == 1.0
+
+
+# The line mates with Rg8#; Rh8# mates as well, Rg7 does not.
+TWO_MATES = Example("two", "test", {"fen": "k7/8/1K6/8/8/8/8/6RR w - - 0 1", "type": "mate1", "n_solver_moves": 1},
+                    {"moves": ["g1g8"]})
+
+
+@pytest.mark.parametrize("text, reward", [("g1g8", 1.0), ("Rh8#", 1.0), ("g1g7", 0.0)])
+def test_any_mate_solves_a_line_that_ends_in_mate(text, reward):
+    env = ChessEnvironment(TWO_MATES)
+    env.reset()
+    obs = env.step(move(text))
+    assert obs.done and obs.data["event"] == ("solved" if reward else "wrong")
+    assert verify(TWO_MATES, env.final_state()).reward == reward
+
+
+def test_another_move_on_a_last_ply_that_does_not_mate_is_wrong():
+    # MATE2's last reference move mates; on a line whose last move only wins material, no other
+    # move is taken, and a mate claimed by the state without the line's own moves earns nothing
+    env = ChessEnvironment(MATE2)
+    env.reset()
+    env.step(move("c3a3"))
+    assert env.step(move("a3a5")).data["event"] == "wrong"
+    forged = {"moves_played": ["c3a4", "e6a6", "a4a6"], "solved": True, "checkmate": True, "submitted": 2}
+    assert verify(MATE2, forged).reward == 0.0

@@ -87,3 +87,28 @@ def test_import_files_keeps_held_out_positions_out_of_weight(tmp_path):
     assert chess.Board(domain.examples("test")[0].public["fen"]).turn == chess.WHITE
     with pytest.raises(ValueError, match="unknown split"):
         domain.import_files({"train": tmp_path / "w.csv"})
+
+
+def test_a_real_test_file_drops_its_positions_from_the_generated_splits(tmp_path):
+    from domains.base import write_examples
+    from domains.tables import relabel
+
+    domain = make_domain(str(tmp_path / "data"))
+    path = write(tmp_path / "t.csv", [MATE1, MATE2])
+    # a generated weight split that happens to hold MATE2's start position under another id
+    twin = relabel(load_lichess_csv(path, "weight")[1], "weight")
+    write_examples(domain.data_dir / "weight.jsonl", [twin, *load_lichess_csv(write(tmp_path / "w.csv", [LONG]),
+                                                                              "weight")])
+    assert domain.import_files({"test": path}) == {"test": 2}
+    assert [e.id for e in domain.examples("weight")] == ["lichess-00008"]
+
+
+def test_two_mates_on_the_last_ply_both_solve_a_loaded_puzzle(tmp_path):
+    row = ["t3", "1k6/8/1K6/8/8/8/8/6RR b - - 0 1", "b8a8 g1g8", "700", "80", "90", "10", "mate mateIn1", "", ""]
+    (ex,) = load_lichess_csv(write(tmp_path / "p.csv", [row]), "test")
+    domain = make_domain(str(tmp_path / "data"))
+    for text in ("g1g8", "h1h8"):
+        env = domain.environment(ex)
+        env.reset()
+        env.step(Call("move", {"move": text}))
+        assert domain.verify(ex, [], env.final_state()).reward == 1.0

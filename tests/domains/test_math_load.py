@@ -93,3 +93,23 @@ def test_import_files_keeps_splits_disjoint(tmp_path):
     domain = make_domain(tmp_path / "data")
     assert domain.import_files({"weight": weight, "test": test}) == {"test": 1, "weight": 1}
     assert [e.public["question"] for e in domain.examples("weight")] == ["only weight"]
+
+
+def test_a_parquet_file_and_its_jsonl_copy_give_the_same_ids(tmp_path):
+    rows = [{"problem": f"What is {i} + 1?", "answer": i + 1} for i in range(3)]
+    parquet = load_rows(write_parquet(tmp_path / "m.parquet", rows), "test")
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n" + "".join(json.dumps(r) + "\n" for r in rows))  # a blank line is not a row
+    jsonl = load_rows(path, "test")
+    assert [e.id for e in jsonl] == [e.id for e in parquet] == [f"math-test-m-{i}" for i in range(3)]
+
+
+def test_a_real_test_set_alone_keeps_generated_splits_disjoint_from_it(tmp_path):
+    domain = make_domain(tmp_path / "data")
+    domain.prepare({"weight": 6, "harness": 3, "test": 4}, seed=0)
+    taken = domain.examples("weight")[0]
+    test = write_jsonl(tmp_path / "t.jsonl", [{"problem": taken.public["question"], "answer": taken.gold["answer"]},
+                                              {"problem": "A new problem?", "answer": 5}])
+    assert domain.import_files({"test": test}) == {"test": 2}
+    assert [len(domain.examples(s)) for s in ("weight", "harness", "test")] == [5, 3, 2]
+    assert taken.public["question"] not in [e.public["question"] for e in domain.examples("weight")]

@@ -102,11 +102,63 @@ def test_import_real_installs_searchable_data(tmp_path):
     assert obs["passages"] == [{"title": "Brasko", "text": "The Velum River flows through Brasko."}]
 
 
-def test_import_real_refuses_overlapping_splits(tmp_path):
+def test_import_real_keeps_a_shared_question_only_in_the_held_out_split(tmp_path):
     corpus = write_jsonl(tmp_path / "wiki.jsonl", [json.dumps({"id": "1", "contents": "T\nx"})])
-    rows = [{"question": "Same  question?", "golden_answers": ["x"]}]
-    a = write_parquet(tmp_path / "a.parquet", rows)
-    b = write_parquet(tmp_path / "b.parquet", [{"question": "same question?", "golden_answers": ["x"]}])
-    with pytest.raises(ValueError, match="both weight and harness"):
-        import_real(tmp_path / "out", corpus, {"weight": a, "harness": b})
-    assert not (tmp_path / "out").exists()
+    a = write_parquet(tmp_path / "a.parquet", [{"question": "Same  question?", "golden_answers": ["x"]},
+                                               {"question": "other", "golden_answers": ["y"]}])
+    b = write_jsonl(tmp_path / "b.jsonl", [json.dumps({"question": "same question?", "golden_answers": ["x"]})])
+    t = write_jsonl(tmp_path / "t.jsonl", [json.dumps({"question": "third", "golden_answers": ["z"]})])
+    out = tmp_path / "out"
+    assert import_real(out, corpus, {"weight": a, "harness": b, "test": t}) == {"test": 1, "harness": 1, "weight": 1}
+    assert "other" in (out / "weight.jsonl").read_text()
+    # a split that would be left empty is refused before anything is written
+    with pytest.raises(ValueError, match="weight would be empty"):
+        import_real(tmp_path / "out2", corpus, {"weight": b, "harness": b, "test": t})
+    assert not (tmp_path / "out2").exists()
+
+
+def test_questions_in_jsonl_get_the_ids_of_their_parquet_copy(tmp_path):
+    rows = [{"question": f"q{i}?", "golden_answers": [f"a{i}"]} for i in range(3)]
+    parquet = load_questions(write_parquet(tmp_path / "q.parquet", rows), "test")
+    jsonl = load_questions(write_jsonl(tmp_path / "q.jsonl", ["", *map(json.dumps, rows)]), "test")
+    assert [e.id for e in jsonl] == [e.id for e in parquet] == [f"search_qa-test-{i}" for i in range(3)]
+    assert [e.gold for e in jsonl] == [e.gold for e in parquet]
+    with pytest.raises(ValueError, match=r"bad\.jsonl: line 2: a row must be an object"):
+        load_questions(write_jsonl(tmp_path / "bad.jsonl", [json.dumps(rows[0]), "[1]"]), "test")
+
+
+@pytest.mark.parametrize("where", ["hops", "extra_info", "metadata"])
+def test_a_hops_column_is_read(tmp_path, where):
+    row = {"question": "q?", "golden_answers": ["a"], "data_source": "nq"}
+    row |= {"hops": 3} if where == "hops" else {where: {"hops": "3"}}
+    (ex,) = load_questions(write_parquet(tmp_path / "q.parquet", [row]), "test")
+    assert ex.gold["hops"] == 3
+    with pytest.raises(ValueError, match=r"row 0: hops must be a positive integer, got 0"):
+        load_questions(write_parquet(tmp_path / "z.parquet", [{**row, "hops": 0}]), "test")
+
+
+def test_wiki18_title_repeated_at_the_start_of_the_text_is_dropped_once():
+    assert split_contents('"Aaron"\nAaron Aaron ( or ; "Ahärôn") is a prophet.') == \
+        ("Aaron", 'Aaron ( or ; "Ahärôn") is a prophet.')
+    assert split_contents('"Aaron"\nAaron is a prophet.') == ("Aaron", "Aaron is a prophet.")
+    assert split_contents('"Ann Bo"\nAnn Bo Ann Bo (born 1950)') == ("Ann Bo", "Ann Bo (born 1950)")
+
+
+def test_a_test_file_alone_is_enough_the_other_splits_are_drawn_from_it(tmp_path):
+    corpus = write_jsonl(tmp_path / "wiki.jsonl", [json.dumps({"id": "1", "contents": "T\nx"})])
+    rows = [{"question": f"question {i}?", "golden_answers": [f"a{i}"]} for i in range(10)]
+    test = write_jsonl(tmp_path / "test.jsonl", [json.dumps(r) for r in rows])
+    out = tmp_path / "out"
+    sizes = {"weight": 3, "harness": 2, "test": 64}
+    assert import_real(out, corpus, {"test": test}, sizes, seed=1) == {"test": 5, "harness": 2, "weight": 3}
+    domain = get_domain("search_qa", str(tmp_path))
+    domain.data_dir = out
+    splits = {s: domain.examples(s) for s in ("weight", "harness", "test")}
+    questions = [e.public["question"] for s in splits.values() for e in s]
+    assert sorted(questions) == sorted(r["question"] for r in rows)  # disjoint, nothing lost
+    assert all(e.id.startswith(f"search_qa-{s}-") for s, exs in splits.items() for e in exs)
+    again = tmp_path / "again"
+    import_real(again, corpus, {"test": test}, sizes, seed=1)
+    assert (again / "harness.jsonl").read_text() == (out / "harness.jsonl").read_text()  # seeded
+    with pytest.raises(ValueError, match="too small to draw 8"):
+        import_real(tmp_path / "small", corpus, {"test": test}, {"weight": 8, "harness": 2}, seed=1)

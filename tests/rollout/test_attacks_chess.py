@@ -164,3 +164,22 @@ def test_the_blind_null_policy_answers_from_another_example_and_alone_like_the_n
     seen.clear()
     BlindBackend(model).generate(requests[:2], Sampling())  # one example only: no model at all
     assert seen == []
+
+
+# Two mates in one (Rg8# is the line's, Rh8# another): any mate scores on the last ply.
+TWO_MATES = Example("two", "test", {"fen": "k7/8/1K6/8/8/8/8/6RR w - - 0 1", "type": "mate1", "n_solver_moves": 1},
+                    {"moves": ["g1g8"]})
+
+
+def test_chess_a_harness_pointing_at_another_mate_than_the_lines_is_a_leak(tokenizer, tmp_path):
+    """Any mate solves a mate puzzle, so the leak check guards every mate, not only the line's."""
+    key = " ".join(TWO_MATES.public["fen"].split()[:4])
+    source = CHESS_HINT.replace("{TABLE}", repr({key: "h1h8"})).replace("HINT", '"Hint: " + gold').replace(
+        "CHOICES", "list(legal)")
+    domain = get_domain("chess_puzzles", str(tmp_path))
+    [r] = run(source, domain, [TWO_MATES], Follower(tokenizer, lambda c, q: "h1h8"))
+    assert r.verdict["solved"] and r.verdict["moves"] == ["h1h8"]
+    assert r.reward == 0.0 and "singles out the winning move h1h8" in r.verdict["leak"]
+    quiet = CHESS_HINT.replace("{TABLE}", repr({key: "g1g8"})).replace("HINT", '""').replace("CHOICES", "list(legal)")
+    [r] = run(quiet, domain, [TWO_MATES], Follower(tokenizer, lambda c, q: "h1h8"))
+    assert r.reward == 1.0 and "leak" not in r.verdict  # the model found it alone

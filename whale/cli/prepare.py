@@ -5,7 +5,8 @@ replace splits, made disjoint, when named by `--from SPLIT=PATH` (repeatable, on
 params.yaml `sources.<domain>` (what `dvc repro` uses): math Parquet or JSONL (DAPO-Math-17k,
 AIME, or flat prompt/problem/question + answer), Lichess puzzle CSVs, Search-R1 question
 Parquet/JSONL with a wiki-18 style passage corpus (`--corpus` or `sources.search_qa.corpus`).
-Splits no file names are generated, except on search_qa, whose corpus serves all three splits.
+Splits no file names are generated, except on search_qa, whose corpus serves all three splits:
+there they are drawn from the weight file, else from the test file. Splits are made disjoint.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def prepare(settings, name: str, data_dir: Path, files: dict[str, str], corpus: 
         if not Path(path).is_file():
             raise FileNotFoundError(f"{name} {split}: no such file {path}")
     if name == "search_qa" and files:
-        return _search_qa(data_dir, files, corpus)
+        return _search_qa(settings, data_dir, files, corpus)
     if name not in settings.data:
         raise ValueError(f"params.yaml has no data.{name} split sizes")
     options = settings.generation.chess_puzzles.model_dump(exclude_none=True) if name == "chess_puzzles" else {}
@@ -81,17 +82,15 @@ def prepare(settings, name: str, data_dir: Path, files: dict[str, str], corpus: 
     print(f"wrote {data_dir}/{name}/{{weight,harness,test}}.jsonl" + (f" ({real})" if real else ""))
 
 
-def _search_qa(data_dir: Path, files: dict[str, str], corpus: str | None) -> None:
+def _search_qa(settings, data_dir: Path, files: dict[str, str], corpus: str | None) -> None:
     from domains.search_qa.load import import_real
-    from whale.types import SPLITS
 
-    missing = [s for s in SPLITS if s not in files] + ([] if corpus else ["corpus"])
-    if missing:
-        raise ValueError("search_qa from real files needs all three splits and a corpus (one passage "
-                         f"collection answers them all); missing: {', '.join(missing)}")
+    if not corpus:
+        raise ValueError("search_qa from real files needs a corpus (--corpus PATH or sources.search_qa.corpus): "
+                         "one passage collection answers every split")
     if not Path(corpus).is_file():
         raise FileNotFoundError(f"search_qa corpus: no such file {corpus}")
     out = data_dir / "search_qa"
-    import_real(out, corpus, files)
-    counts = {split: len((out / f"{split}.jsonl").read_text().splitlines()) for split in files}
-    print(f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
+    counts = import_real(out, corpus, files, settings.data["search_qa"].model_dump(), settings.data_seed)
+    drawn = [s for s in counts if s not in files]
+    print(f"wrote {out}: " + ", ".join(f"{s} {n}" + (" (drawn)" if s in drawn else "") for s, n in counts.items()))
