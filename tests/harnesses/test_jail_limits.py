@@ -1,9 +1,11 @@
-"""What the jail holds beyond its namespaces: every writable place has a size cap, no new user
-namespace can be made inside, the host-wide /proc files read as empty, and a seccomp filter
-refuses system calls Python work never needs. Each test runs real code in the real jail and fails
+"""What the jail holds beyond its namespaces: every writable place has a size cap (the work
+directory too, whose writes never reach the host), no new user namespace can be made inside,
+the host-wide /proc files read as empty, and a seccomp filter refuses system calls Python work
+never needs. Each test runs real code in the real jail and fails
 without the rule it names."""
 from __future__ import annotations
 
+import errno
 import re
 import signal
 import subprocess
@@ -44,6 +46,32 @@ def test_no_writable_place_takes_more_than_its_cap():
     for place, result in lines.items():
         assert result.startswith("OSError"), (place, result)  # refused, not written in full
         assert int(result.split()[-1]) <= max(jail.SHM_BYTES, jail.TMP_BYTES), (place, result)
+
+
+def test_the_work_directory_is_capped_and_the_host_keeps_only_what_it_gave(tmp_path):
+    (tmp_path / "main.py").write_text("seed")
+    chunks = jail.WORK_BYTES // (1 << 20) + 8
+    code = FILL.replace('("/dev/shm/x", "/dev/x", "/tmp/x")', '("/work/x",)').format(chunks=chunks)
+    code += "open('/work/main.py', 'a').write(' more')\nprint('main', open('main.py').read())"
+    with jail.Jailed(jail.JailSpec(), [jail.python_binary(), "-I", "-S", "-c", code], workdir=tmp_path,
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as j:
+        out = j.proc.communicate(timeout=60)[0].decode()
+    result = dict(line.split(" ", 1) for line in out.splitlines())
+    assert result["main"] == "seed more", out  # the given files are there, writable
+    assert result["/work/x"].startswith("OSError"), out  # refused, not written in full
+    assert int(result["/work/x"].split()[-1]) <= jail.WORK_BYTES, out
+    assert [(f.name, f.read_text()) for f in tmp_path.iterdir()] == [("main.py", "seed")]  # nothing came back
+
+
+def test_the_math_tool_cannot_fill_its_work_directory_file_by_file():
+    from domains.math_reasoning.pytool import run_python  # each file is capped (RLIMIT_FSIZE), the total too
+
+    code = ("n = 0\ntry:\n    while n < 400:\n        with open('f%d' % n, 'wb') as f:\n"
+            "            f.write(b'x' * 60000)\n        n += 1\n    print('wrote', n)\n"
+            "except OSError as e:\n    print('stopped', n, e.errno)")
+    out = run_python(code, 20)["output"]
+    assert out.startswith("stopped") and int(out.split()[2]) == errno.ENOSPC, out
+    assert int(out.split()[1]) * 60000 <= jail.WORK_BYTES, out
 
 
 def test_no_user_namespace_can_be_made_inside():
