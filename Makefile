@@ -8,7 +8,7 @@ CONDITION ?= adaptive_whale
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup vllm browser data model run study report lint docs test test-fast clean
+.PHONY: setup vllm browser data model run study report lint docs curves test test-fast clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -70,6 +70,10 @@ lint: setup
 # The docs site into site/ (mkdocs, warnings as errors); the configuration reference is generated.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
+
+# The learning curves of docs/results.md from docs/img/curves.csv.
+curves: setup
+	$(BIN)/python docs/curves.py
 
 # The suite in a random order (tests must not depend on what ran before); the seed is printed, and
 # TEST_ORDER_SEED=<seed> make test repeats an order.
