@@ -183,10 +183,14 @@ def test_prefix_cache_checks_the_prefix_and_weights_and_refuses_past_its_budget(
 
     cache = PrefixCache(budget_mb=(2 * 32 * 10) / 2**20)  # room for 10 tokens
     cache.put("a", entry([1, 2, 3]))
-    assert cache.lookup("a", [1, 2, 3, 4], "w") is not None
-    assert cache.lookup("a", [1, 2, 3], "w") is None  # nothing new to prefill: no reuse
-    assert cache.lookup("a", [1, 9, 3, 4], "w") is None  # another sequence under the same session
+    assert cache.lookup("a", [1, 2, 3, 4], "w").ids == [1, 2, 3]
+    # the same context again (a retried turn): all but its last token, which must be prefilled
+    cut = cache.lookup("a", [1, 2, 3], "w")
+    assert cut.ids == [1, 2] and cut.keys[0].shape == (2, 2, 4)
+    assert cache.lookup("a", [1, 2, 7, 8], "w").ids == [1, 2]  # went on differently: the shared part
+    assert cache.lookup("a", [1, 9, 3, 4], "w") is None  # shares less than half of the new context
     assert cache.lookup("a", [1, 2, 3, 4], "other weights") is None
+    assert cache.entries["a"].ids == [1, 2, 3]  # a cut reuse leaves the stored entry whole
     cache.put("b", entry(range(5)))
     cache.put("c", entry(range(4)))  # over the budget: "c" is refused, what is held stays
     assert set(cache.entries) == {"a", "b"} and cache.refused == 1 and cache.used == 2 * 32 * 8
@@ -217,3 +221,23 @@ def test_prefix_cache_hits_on_the_engines_cyclic_turns_past_its_budget():
             cache.put(str(session), Entry(ids, kv, [t.clone() for t in kv], "w"))
         hits.append(cache.hits - before)
     assert hits == [0, 3, 2] and cache.used <= cache.budget
+
+
+def test_blind_null_policy_turns_reuse_the_keys_and_values_of_their_donors_context(varied_model_dir):
+    """A blind turn answers from another episode's context, which grows turn by turn: its own
+    session keeps what it prefilled, and the next turn reuses the part the donor's context still
+    starts with. Reuse changes the cost, not the tokens."""
+    from tests.toy_domain import ECHO_HARNESS, ToyDomain
+    from whale.rollout.backends.blind import BlindBackend
+    from whale.rollout.engine import Engine
+
+    def run(budget_mb):
+        backend = TransformersBackend(str(varied_model_dir), max_batch=8, kv_reuse_mb=budget_mb)
+        engine = Engine(BlindBackend(backend), ToyDomain(n=4), Sampling(temperature=1.0, top_p=1.0, top_k=0))
+        rollouts = engine.run(ECHO_HARNESS, ToyDomain(n=4).items, k=2, seed=3, progress=False)
+        return [(r.token_ids, r.mask) for r in rollouts], backend.prefix
+
+    cached, prefix = run(64)
+    assert prefix.hits > 0 and prefix.reused_tokens > 0
+    assert not prefix.entries  # every blind session was released with its episode
+    assert cached == run(0)[0]

@@ -29,8 +29,8 @@ class BlindBackend(Backend):
             other = donor(requests, i)
             if other is None:
                 alone[i] = req
-            else:  # no session: the other episode's kept keys and values are not this request's
-                swapped[i] = dataclasses.replace(req, ids=other.ids, session=None)
+            else:  # a session of its own: the other episode's is extended by that episode's turns
+                swapped[i] = dataclasses.replace(req, ids=other.ids, session=blind_session(req.session))
         out: dict[int, GenResult] = {}
         if swapped:
             out.update(zip(swapped, self.inner.generate(list(swapped.values()), sampling), strict=True))
@@ -39,7 +39,14 @@ class BlindBackend(Backend):
         return [out[i] for i in range(len(requests))]
 
     def release(self, sessions: list[str]) -> None:
-        self.inner.release(sessions)
+        self.inner.release([*sessions, *(blind_session(s) for s in sessions)])
+
+
+def blind_session(session: str | None) -> str | None:
+    """The session of an episode's blind turns. Its donor's context grows turn by turn, but after
+    the stored prompt it holds the donor's own answer, not this episode's: the cache reuses the
+    shared part (``PrefixCache.lookup``), so a blind turn prefills about what a model turn does."""
+    return None if session is None else f"blind:{session}"
 
 
 def donor(requests: list[GenRequest], i: int) -> GenRequest | None:

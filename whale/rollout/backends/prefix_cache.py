@@ -3,9 +3,9 @@
 An episode's token sequence only grows (``whale/rollout/chat.py``), so the context of its next
 turn starts with everything the model has already processed: the last turn's prompt and all but
 the last generated token (sampled, never fed back). The backend stores those keys and values per
-session (an episode) and the next turn prefills only the new tokens. The stored prefix is checked
-token by token, so a wrong or reused session can only miss, never corrupt. Entries belong to one
-set of weights.
+session (an episode) and the next turn prefills only the new tokens. Only the stored tokens that
+the new context starts with are reused, so a wrong or reused session can only miss or reuse less,
+never corrupt. Entries belong to one set of weights.
 
 Past the memory budget a new entry is refused rather than an old one evicted. The engine visits
 every live episode once per turn, in the same order: a cyclic scan, on which least-recently-used
@@ -44,15 +44,23 @@ class PrefixCache:
         return self.budget > 0
 
     def lookup(self, session: str | None, ids: list[int], weights_id: str) -> Entry | None:
-        """The stored entry of ``session`` when it is a proper prefix of ``ids`` under these weights."""
+        """The stored entry of ``session`` under these weights, cut to the tokens it shares with the
+        start of ``ids`` (at least one token of ``ids`` is left to prefill), when those are at least
+        half of ``ids``: a retried turn re-sends its context, and a blind null-policy turn follows
+        another episode's context that went on differently after the stored one's prompt."""
         entry = self.entries.get(session) if session else None
-        n = len(entry.ids) if entry else 0
-        if entry is None or entry.weights_id != weights_id or not 0 < n < len(ids) or ids[:n] != entry.ids:
+        if entry is None or entry.weights_id != weights_id:
             self.misses += bool(session)
+            return None
+        n = common_prefix(entry.ids, ids, limit=len(ids) - 1)
+        if n == 0 or 2 * n < len(ids):
+            self.misses += 1
             return None
         self.hits += 1
         self.reused_tokens += n
-        return entry
+        if n == len(entry.ids):
+            return entry
+        return Entry(entry.ids[:n], [k[:, :n] for k in entry.keys], [v[:, :n] for v in entry.values], weights_id)
 
     def admits(self, session: str, nbytes: int, weights_id: str) -> bool:
         """Whether an entry of ``nbytes`` for ``session`` would be kept: asked before the keys and
@@ -82,3 +90,18 @@ class PrefixCache:
     def clear(self) -> None:
         self.entries.clear()
         self.used = 0
+
+
+def common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    """How many tokens ``a`` and ``b`` share from the start, at most ``limit``."""
+    n = min(len(a), len(b), limit)
+    if a[:n] == b[:n]:  # the usual case, a whole stored turn: one comparison
+        return max(n, 0)
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
