@@ -19,6 +19,7 @@ from tasks.harness import (
 from tasks.measure import evaluate_test
 from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.run.context import Run
+from whale.run.drafts import draft_allowance
 from whale.run.schedule import Decision, HarnessRule, Spend, WeightRule, recheck_rollouts
 
 MAX_IDLE_ITERATIONS = 3
@@ -166,9 +167,16 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
             break
         it += 1
         best = select_harness(run, cycle)["harness_id"]
+        # an LLM proposer's drafts spend what the budget leaves beside this iteration's candidates
+        allowance = draft_allowance(search.drafts, search.draft_examples,
+                                    spend.cap - spend.spent - search.M * size - max(reserve, kept))
+        proposed = propose_harnesses(run, cycle, it, best, prompt_only, allowance)
+        drafted = run.store.draft_rollouts(run.run_id, cycle, it)
+        spend.charge(drafted)
+        spent += drafted
         before = spent
         admitted: list[str] = []
-        for hid in propose_harnesses(run, cycle, it, best, prompt_only):
+        for hid in proposed:
             # The iteration's candidates run together (in parallel under Ray), so each is admitted
             # before any runs, charged in advance its full cost and, once a challenger is in, the re-check.
             ahead = len(admitted) * size + (reserve if admitted else kept)

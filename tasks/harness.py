@@ -15,6 +15,7 @@ from whale.rollout.metrics import summarize
 from whale.run.acceptance import AcceptRule, accept
 from whale.run.context import Request, Run, sandbox_limits
 from whale.run.dedupe import same_behaviour
+from whale.run.drafts import make_trial
 from whale.store import RECHECK_ITERATION
 from whale.types import Example
 
@@ -46,8 +47,10 @@ def make_proposers(run: Run):
 
 
 @task(cache_policy=NONE, task_run_name="propose_harnesses-c{cycle}-i{iteration}")
-def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prompt_only: bool) -> list[str]:
-    """Ask the proposer for M candidates; archive each (status pending) and return their ids.
+def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prompt_only: bool,
+                      draft_allowance: int = 0) -> list[str]:
+    """Ask the proposer for M candidates; archive each (status pending) and return their ids. An
+    LLM proposer may first try drafts worth ``draft_allowance`` rollouts (``whale/run/drafts.py``).
 
     Resume: an iteration whose candidates are already archived is not proposed again.
     """
@@ -61,6 +64,7 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
         archive_dir=run.archive.dir, store_path=run.store.path,
         notes_path=ROOT / "domains" / run.domain_name / "notes.md",
         contract_path=ROOT / "harnesses" / "contract.py", prompt_only=prompt_only, store=run.store,
+        trial=make_trial(run, cycle, iteration, draft_allowance),
     )
     primary, fallback = make_proposers(run)
     proposal = propose_with_fallback(primary, fallback, ctx) if fallback else primary.propose(ctx)

@@ -7,6 +7,7 @@ only, so a query cannot reach test rows by forgetting a filter.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -58,6 +59,10 @@ class ProposerContext:
     # The orchestrator's open store of store_path, when it holds the file: DuckDB refuses a
     # second handle on a file already open in the same process (see proposer_view).
     store: Store | None = field(default=None, repr=False)
+    # Rolls a draft module on a few harness-split examples under the current weights, charged to
+    # the budget, and answers what happened as text; raises ValueError with the reason when it
+    # cannot (a broken module, no budget left). None: no drafts this iteration.
+    trial: Callable[[str], str] | None = field(default=None, repr=False)
 
 
 @dataclass

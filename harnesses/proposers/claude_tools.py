@@ -74,6 +74,14 @@ SPECS = [
          "edits": {"type": "array", "items": {"type": "object", "properties": {
              "old": {"type": "string"}, "new": {"type": "string"}}, "required": ["old", "new"]}},
          **CLAIM}, "required": ["base", "edits", "hypothesis", "axis", "components"]}},
+    {"name": "try_candidate",
+     "description": "Roll a draft module once on a few harness-split examples under the current "
+                    "weights, before submitting it: answers each rollout's reward, stop reason, "
+                    "turns and any leak/unauthored verdict, and one transcript. Charged to the "
+                    "run's rollout budget; a few per iteration. The draft is not submitted.",
+     "input_schema": {"type": "object", "properties": {"source": {"type": "string",
+                                                                  "description": "the whole Python module"}},
+                      "required": ["source"]}},
     {"name": "finish", "description": "End the session once the candidates are written.",
      "input_schema": {"type": "object", "properties": {}}},
 ]
@@ -95,8 +103,12 @@ class Workbench:
         self.candidates: list[Candidate] = []
         self.finished = False
 
+    def offered(self) -> set[str]:
+        """The tools of this session: ``try_candidate`` only where drafts can run."""
+        return {s["name"] for s in SPECS if s["name"] != "try_candidate" or self.ctx.trial is not None}
+
     def specs(self) -> list[dict]:
-        specs = [dict(s) for s in SPECS]
+        specs = [dict(s) for s in SPECS if s["name"] in self.offered()]
         sql = next(s for s in specs if s["name"] == "sql")
         sql["description"] = (
             f"Run one read-only SELECT/WITH query (DuckDB SQL; {self.sql_limits.describe()}). "
@@ -113,7 +125,7 @@ class Workbench:
     def run(self, name: str, args: dict) -> tuple[str, bool]:
         """Run tool ``name``; returns (result text, is_error)."""
         handler = getattr(self, f"tool_{name}", None)
-        if handler is None or name not in {s["name"] for s in SPECS}:
+        if handler is None or name not in self.offered():
             return f"unknown tool {name!r}", True
         try:
             out = handler(**(args or {}))
@@ -210,6 +222,15 @@ class Workbench:
         left = self.ctx.M - len(self.candidates)
         return f"candidate {len(self.candidates)} accepted ({hid}); " + (
             f"{left} more to write" if left else "all written: call finish")
+
+    def tool_try_candidate(self, source: str) -> str:
+        problem = check_source(source, self._incumbent_source() if self.ctx.prompt_only else None)
+        if problem:
+            raise ToolError(problem)
+        try:
+            return self.ctx.trial(source)
+        except ValueError as e:
+            raise ToolError(str(e)) from None
 
     def tool_finish(self) -> str:
         if not self.candidates:

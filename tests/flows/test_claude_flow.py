@@ -87,3 +87,52 @@ def test_openai_compatible_proposer_in_a_harness_only_run(tmp_path, tiny_model_d
     finally:
         con.close()
     assert calls == [("openai", "coder", 910, None)] and archived == [("openai", HYPOTHESIS, "ok")]
+
+
+def test_claude_tries_a_draft_before_submitting_and_the_draft_is_charged(tmp_path, tiny_model_dir, monkeypatch):
+    """`try_candidate` rolls a draft on the harness split under the run's weights: the answer
+    reaches Claude, the rollouts are charged to the budget (the `drafts` table and the ledger)
+    and never stored as rollouts; past the iteration's allowance a second draft is refused and
+    the session goes on to submit."""
+    from flows.whale import whale
+
+    overrides = make_project(tmp_path, tiny_model_dir)
+    overrides["harness_search"].update(proposer="claude", claude={"retries": 1, "timeout_s": 20},
+                                       drafts=2, draft_examples=2)
+    # h0 (2) + room for one draft (2) beside the iteration's candidate (2) and the re-check (4)
+    overrides["schedule"]["budget"] = 10
+    monkeypatch.chdir(tmp_path)
+    script = [
+        message(tool_use("try_candidate", {"source": CANDIDATE})),
+        message(tool_use("try_candidate", {"source": CANDIDATE})),
+        message(tool_use("write_candidate", {"source": CANDIDATE, "hypothesis": HYPOTHESIS, "axis": "prompt",
+                                             "components": ["instructions"]})),
+        message(tool_use("finish", {})),
+    ]
+    with MessagesServer(script) as srv:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
+        assert srv.remaining == 0
+        assert "try_candidate" in {t["name"] for t in srv.requests[0]["tools"]}
+        first, second = (srv.requests[i]["messages"][-1]["content"][0] for i in (1, 2))
+
+    assert first["type"] == "tool_result" and not first.get("is_error")
+    answer = first["content"] if isinstance(first["content"], str) else first["content"][0]["text"]
+    assert "draft rolled on 2 harness-split example(s)" in answer and "transcript of" in answer
+    refused = second["content"] if isinstance(second["content"], str) else second["content"][0]["text"]
+    assert second.get("is_error") and "no budget left for drafts" in refused
+
+    con = duckdb.connect(str(tmp_path / "runs" / "chess_puzzles-harness_only" / "rollouts.duckdb"), read_only=True)
+    try:
+        drafts = con.execute("SELECT cycle, iteration, draft, rollouts FROM drafts").fetchall()
+        ledger = dict(con.execute("SELECT phase, sum(rollouts) FROM ledger WHERE phase <> 'eval' "
+                                  "GROUP BY phase").fetchall())
+        stored = con.execute("SELECT count(*) FROM rollouts WHERE step = 2 AND harness_id NOT IN "
+                             "(SELECT harness_id FROM harnesses)").fetchone()[0]
+        reason = con.execute("SELECT reason FROM phases WHERE phase = 'harness'").fetchone()[0]
+    finally:
+        con.close()
+    assert drafts == [(1, 2, 0, 2)] and stored == 0
+    assert ledger["draft"] == 2 and ledger["draft"] + ledger["harness"] == 10  # the budget binds, drafts in it
+    assert "budget" in reason

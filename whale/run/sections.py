@@ -146,6 +146,8 @@ class HarnessSearchSettings(Section):
     # The offline proposer's operators besides single primitives, one candidate slot each.
     operators: list[Literal["compose", "crossover", "mutate"]]
     smoke_examples: int = Field(ge=0)
+    drafts: int = Field(ge=0)
+    draft_examples: int = Field(ge=1)
     skip_duplicates: bool
     rescore_frontier: int = Field(ge=0)
     recheck_top: int = Field(ge=0)

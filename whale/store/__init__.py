@@ -73,9 +73,18 @@ CREATE TABLE IF NOT EXISTS proposer_calls (
     run_id VARCHAR, cycle INTEGER, iteration INTEGER, proposer VARCHAR, model VARCHAR,
     input_tokens INTEGER, output_tokens INTEGER, cost_usd DOUBLE, fallback_reason VARCHAR,
     created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (run_id, cycle, iteration));
+-- drafts an LLM proposer tried on a few harness-split examples before submitting (charged to the
+-- budget; their rollouts are not training data and score nothing, so they are not in rollouts)
+CREATE TABLE IF NOT EXISTS drafts (
+    run_id VARCHAR, cycle INTEGER, iteration INTEGER, draft INTEGER, harness_id VARCHAR,
+    weights_id VARCHAR, rollouts INTEGER, mean_reward DOUBLE, tokens_out BIGINT,
+    created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (run_id, cycle, iteration, draft));
 CREATE OR REPLACE VIEW ledger AS
     SELECT run_id, cycle, phase, split, count(*) AS rollouts, sum(tokens_out) AS tokens_out
-    FROM rollouts GROUP BY ALL;
+    FROM rollouts GROUP BY ALL
+    UNION ALL
+    SELECT run_id, cycle, 'draft' AS phase, 'harness' AS split, sum(rollouts), sum(tokens_out)
+    FROM drafts GROUP BY ALL;
 """
 
 _ROLLOUT_TYPES = {
@@ -255,6 +264,11 @@ class Store:
         return self.query("SELECT count(*) FROM rollouts WHERE run_id = ? AND cycle = ? AND phase = ? AND step = ? "
                           "AND list_contains(?, harness_id) AND weights_id = ?",
                           [run_id, cycle, phase, step, harness_ids, weights_id])[0][0]
+
+    def draft_rollouts(self, run_id: str, cycle: int, iteration: int) -> int:
+        """Rollouts the proposer's drafts of one harness-phase iteration spent."""
+        return self.query("SELECT coalesce(sum(rollouts), 0) FROM drafts WHERE run_id = ? AND cycle = ? "
+                          "AND iteration = ?", [run_id, cycle, iteration])[0][0]
 
     def count(self, table: str) -> int:
         return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
