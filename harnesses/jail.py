@@ -48,6 +48,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 TMP_BYTES = 16 * 1024 * 1024  # the private /tmp lives in memory, outside RLIMIT_AS
 SHM_BYTES = 16 * 1024 * 1024  # so does /dev/shm; the rest of /dev is read-only
 WORK_BYTES = 16 * 1024 * 1024  # and /work: a fresh tmpfs holding copies of the workdir's files
+MIN_ADDRESS_SPACE_MB = 64  # what a jailed Python needs to start and do a little
 # Host-wide counters a pid namespace does not make private: they would tell a harness about the
 # machine and the other work on it. Bound over with an empty file.
 HOST_PROC = ("/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/uptime", "/proc/vmstat", "/proc/diskstats")
@@ -85,6 +86,18 @@ class JailSpec:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"sandbox.jail must be one of {MODES}, got {self.mode!r}")
+
+    def address_space_mb(self, memory_mb: int, work: bool = False) -> int:
+        """The ``RLIMIT_AS`` that keeps a jailed process's memory plus what it can write to the
+        jail's in-memory ``/tmp``, ``/dev/shm`` (and ``/work``) within ``memory_mb``: those
+        tmpfs pages are not counted in the address space, so they are taken off it."""
+        writable = TMP_BYTES + SHM_BYTES + (WORK_BYTES if work else 0) if self.mode == "bwrap" else 0
+        left = memory_mb - writable // 2**20
+        if left < MIN_ADDRESS_SPACE_MB:
+            raise ValueError(f"a memory limit of {memory_mb} MB leaves {left} MB of address space beside the "
+                             f"jail's {writable // 2**20} MB of writable memory; give at least "
+                             f"{MIN_ADDRESS_SPACE_MB + writable // 2**20} MB")
+        return left
 
 
 def check_jail(mode: str) -> None:

@@ -79,13 +79,15 @@ class HarnessSandbox:
         bad = static_violations(source) if static_check else []
         if bad:
             raise SandboxError("static check failed:\n" + "\n".join(bad))
+        lim = self.limits
+        spec = JailSpec(lim.jail, lim.max_processes)
+        address_space = spec.address_space_mb(lim.memory_mb)  # before anything is opened
         self._log = tempfile.TemporaryFile(prefix="whale-harness-")
         self._replies, reply_end = os.pipe()
-        lim = self.limits
         argv = [python_binary(), "-I", "-S", "{box}/_worker.py", "{box}", str(reply_end), str(lim.cpu_s),
-                str(lim.memory_mb), str(lim.max_processes)]
+                str(address_space), str(lim.max_processes)]
         try:
-            self.jail = Jailed(JailSpec(lim.jail, lim.max_processes), argv, BOX_FILES, pass_fds=(reply_end,),
+            self.jail = Jailed(spec, argv, BOX_FILES, pass_fds=(reply_end,),
                                stdin=subprocess.PIPE, stdout=self._log, stderr=self._log)
         finally:
             os.close(reply_end)  # the worker holds the only write end: its death reads as end of file

@@ -101,7 +101,8 @@ def run_python(code: str, timeout_s: float, memory_mb: int = 512, output_limit: 
 
 
 def _run_child(work: Path, out, timeout_s: float, memory_mb: int, fsize: int, jail: JailSpec) -> tuple[int, bool]:
-    limits = [str(memory_mb), str(math.ceil(timeout_s) + 1), str(fsize), str(jail.max_processes)]
+    limits = [str(jail.address_space_mb(memory_mb, work=True)), str(math.ceil(timeout_s) + 1), str(fsize),
+              str(jail.max_processes)]
     argv = [python_binary(), "-I", "-S", "-X", "utf8", "-u", "{box}/child.py", *limits]
     with Jailed(jail, argv, BOX_FILES, workdir=work, stdin=subprocess.DEVNULL, stdout=out, stderr=out) as child:
         try:

@@ -74,6 +74,24 @@ def test_the_math_tool_cannot_fill_its_work_directory_file_by_file():
     assert int(out.split()[1]) * 60000 <= jail.WORK_BYTES, out
 
 
+def test_what_jailed_code_can_write_is_counted_against_its_memory_limit():
+    """The in-memory /tmp, /dev/shm and /work are not in RLIMIT_AS: their sizes are taken off it,
+    so memory plus everything writable stays within the configured limit."""
+    from domains.math_reasoning.pytool import run_python
+    from harnesses.sandbox import HarnessSandbox, Limits
+
+    writable = (jail.TMP_BYTES + jail.SHM_BYTES + jail.WORK_BYTES) // 2**20
+    code = "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20)"
+    assert run_python(code, 10, memory_mb=512)["output"].split() == [str(512 - writable)]
+    spec = jail.JailSpec()
+    assert spec.address_space_mb(1024) == 1024 - (jail.TMP_BYTES + jail.SHM_BYTES) // 2**20  # no /work there
+    assert jail.JailSpec("none").address_space_mb(512, work=True) == 512  # no tmpfs without the jail
+    with pytest.raises(ValueError, match="give at least"):
+        spec.address_space_mb(100, work=True)
+    with pytest.raises(ValueError, match="give at least"):
+        HarnessSandbox((Path(jail.__file__).parent / "seeds/chess_puzzles.py").read_text(), Limits(memory_mb=80))
+
+
 def test_no_user_namespace_can_be_made_inside():
     out = in_jail("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                   "print('made' if libc.unshare(0x10000000) == 0 else 'refused', ctypes.get_errno())")  # CLONE_NEWUSER
