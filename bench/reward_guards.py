@@ -1,7 +1,8 @@
 """The reward guards on real harnesses and their cost, side by side in one run.
 
-For each domain and harness (the seed h0, the default h0, and any harness files given), on the
-harness split under the base weights (the transformers engine, the run's sampling):
+For each backend (the transformers engine and vLLM, as params.yaml configures them), domain and
+harness (the seed h0, the default h0, and any harness files given), on the harness split under
+the base weights with the run's sampling:
 - the model's mean reward, and how many rollouts the engine zeroed as ``leak`` or ``unauthored``;
 - the null reward under the uniform null policy (``null_samples`` per example, no model) and under
   the blind null policy (``--blind-samples`` per example: the model answering from another
@@ -43,7 +44,7 @@ class Timed:
             self.total += time.perf_counter() - t
 
 
-def one(domain_name: str, label: str, source: str, backend, k: int, blind_samples: int) -> dict:
+def one(domain_name: str, label: str, source: str, backend, k: int, blind_samples: int, kind: str) -> dict:
     import whale.rollout.engine as engine_module
     from bench.vllm_engines import cpu_flags
     from whale.rollout.backends.base import Sampling
@@ -80,7 +81,7 @@ def one(domain_name: str, label: str, source: str, backend, k: int, blind_sample
     blind_s = time.perf_counter() - t
     per_candidate = evaluate_s / k  # a candidate is scored with one sample per example
     return {
-        "domain": domain_name, "harness": label, "examples": len(examples), "k": k,
+        "backend": kind, "domain": domain_name, "harness": label, "examples": len(examples), "k": k,
         "mean_reward": summarize(rollouts)["mean_at_k"],
         "leak": sum("leak" in r.verdict for r in rollouts),
         "unauthored": sum("unauthored" in r.verdict for r in rollouts),
@@ -97,35 +98,63 @@ def one(domain_name: str, label: str, source: str, backend, k: int, blind_sample
     }
 
 
+def rebuild(domain: str, names: list[str]) -> str:
+    """The seed of ``domain`` with the library's primitives ``names`` applied in order, as the
+    offline proposer applies them (the found harness of a run, from its lineage)."""
+    from harnesses.proposers.primitives import library
+
+    info, primitives = library(domain)
+    by_name = {p.name: p for p in primitives}
+    source = (ROOT / f"harnesses/seeds/{domain}.py").read_text()
+    for name in names:
+        if name not in by_name:
+            raise ValueError(f"--found: {domain} has no primitive {name!r}; known: {', '.join(by_name)}")
+        source = by_name[name].apply(source, info).source
+    return source
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--domains", default=",".join(DOMAINS))
     p.add_argument("--harness", action="append", default=[], metavar="DOMAIN=PATH",
                    help="another harness to measure (a found one), repeatable")
+    p.add_argument("--found", action="append", default=[], metavar="DOMAIN=PRIMITIVE+PRIMITIVE",
+                   help="a harness the search found, rebuilt from the seed by the offline library's primitives "
+                        "its lineage names, in order (e.g. chess_puzzles=legal_choices+annotated_moves)")
     p.add_argument("--k", type=int, default=2, help="samples per harness-split example of the evaluation")
     p.add_argument("--blind-samples", type=int, default=4,
                    help="samples per harness-split example of the blind null policy (params.yaml's may be 0)")
+    p.add_argument("--backends", default="transformers,vllm", help="backend.kind values, one after the other")
     p.add_argument("--json", type=Path, help="write the rows here as they come")
     args = p.parse_args(argv)
-    from whale.rollout.backends.hf import TransformersBackend
-    from whale.run.context import h0_path
+    from whale.run.context import h0_path, make_engine, model_dir
     from whale.run.settings import load_settings
 
-    backend = TransformersBackend(str(ROOT / "data/model"))
     extra = [h.split("=", 1) for h in args.harness]
     rows = []
-    for d in args.domains.split(","):
-        settings = load_settings(ROOT / "params.yaml", domain=d)
-        todo = {"seed h0": ROOT / f"harnesses/seeds/{d}.py", "default h0": ROOT / h0_path(settings, d)}
-        todo.update({Path(path).name: Path(path) for dom, path in extra if dom == d})
-        for label, path in todo.items():
-            row = one(d, f"{label} ({path.relative_to(ROOT) if path.is_relative_to(ROOT) else path})",
-                      path.read_text(), backend, args.k, args.blind_samples)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            if args.json:
-                args.json.parent.mkdir(parents=True, exist_ok=True)
-                args.json.write_text(json.dumps(rows, indent=1))
+    for kind in args.backends.split(","):
+        settings = load_settings(ROOT / "params.yaml", overrides={"backend": {"kind": kind}})
+        backend = make_engine(settings, None, model_dir(settings), log_dir="/tmp/whale-bench-guards").backend
+        try:
+            for d in args.domains.split(","):
+                settings = load_settings(ROOT / "params.yaml", domain=d)
+                todo = {"seed h0": ROOT / f"harnesses/seeds/{d}.py", "default h0": ROOT / h0_path(settings, d)}
+                todo.update({Path(path).name: Path(path) for dom, path in extra if dom == d})
+                sources = {f"{label} ({path.relative_to(ROOT) if path.is_relative_to(ROOT) else path})":
+                           path.read_text() for label, path in todo.items()
+                           if not (label == "default h0" and path == todo["seed h0"])}  # the seed is the default
+                sources.update({f"found: seed + {names}": rebuild(d, names.split("+"))
+                                for dom, names in (f.split("=", 1) for f in args.found) if dom == d})
+                for label, source in sources.items():
+                    row = one(d, label, source, backend, args.k, args.blind_samples, kind)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    if args.json:
+                        args.json.parent.mkdir(parents=True, exist_ok=True)
+                        args.json.write_text(json.dumps(rows, indent=1))
+        finally:
+            if hasattr(backend, "close"):
+                backend.close()
     return 0
 
 
