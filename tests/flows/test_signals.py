@@ -21,8 +21,8 @@ from whale.testing import ROOT, make_project
 SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 
 
-def processes() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, start time, command) of every live process."""
+def processes() -> dict[int, tuple[int, str, str, int]]:
+    """pid -> (parent pid, start time, command, session) of every live process."""
     out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -34,7 +34,7 @@ def processes() -> dict[int, tuple[int, str, str]]:
             continue
         fields = stat[stat.rindex(")") + 2:].split()  # state ppid pgrp session ... (starttime is the 20th)
         if fields[0] != "Z":
-            out[int(d.name)] = (int(fields[1]), fields[19], cmd)
+            out[int(d.name)] = (int(fields[1]), fields[19], cmd, int(fields[3]))
     return out
 
 
@@ -44,7 +44,7 @@ def descendants(pid: int) -> set[tuple[int, str, str]]:
     table, found, todo = processes(), set(), [pid]
     while todo:
         parent = todo.pop()
-        for child, (ppid, start, cmd) in table.items():
+        for child, (ppid, start, cmd, _) in table.items():
             if ppid == parent:
                 found.add((child, start, cmd))
                 todo.append(child)
@@ -59,19 +59,7 @@ def survivors(seen: set[tuple[int, str, str]]) -> list[str]:
 
 def session_members(sid: int) -> list[str]:
     """``pid command`` of every live process in session ``sid``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # state ppid pgrp session ...
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(f"{d.name} {cmd}")
-    return out
+    return [f"{pid} {cmd}" for pid, (_, _, cmd, session) in processes().items() if session == sid]
 
 
 @pytest.mark.slow

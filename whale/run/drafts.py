@@ -33,22 +33,24 @@ def make_trial(run, cycle: int, iteration: int, allowance: int) -> Callable[[str
     if allowance < h.draft_examples:
         return None
     examples = run.domain.examples("harness")[:h.draft_examples]
-    used = run.store.draft_rollouts(run.run_id, cycle, iteration)  # drafts of an interrupted call count
+    # drafts of an interrupted call count
+    used = run.store.draft_rollouts(run.run_id, cycle, iteration)
+    n = run.store.query("SELECT count(*) FROM drafts WHERE run_id = ? AND cycle = ? AND iteration = ?",
+                        [run.run_id, cycle, iteration])[0][0]
 
     def trial(source: str) -> str:
-        nonlocal used
+        nonlocal used, n
         if used + len(examples) > allowance:
             raise ValueError(f"no budget left for drafts in this iteration ({used} of {allowance} rollouts "
                              "spent): submit with write_candidate")
-        n = run.store.query("SELECT count(*) FROM drafts WHERE run_id = ? AND cycle = ? AND iteration = ?",
-                            [run.run_id, cycle, iteration])[0][0]
         rollouts = run.engine.run(source, examples, 1, run.settings.seed + DRAFT_SEED + n,
                                   RolloutContext(run.run_id, cycle, "harness", iteration), progress=False,
                                   desc="draft")
         used += len(rollouts)
+        n += 1
         mean = sum(r.reward for r in rollouts) / len(rollouts)
         run.store.insert("drafts", [{
-            "run_id": run.run_id, "cycle": cycle, "iteration": iteration, "draft": n,
+            "run_id": run.run_id, "cycle": cycle, "iteration": iteration, "draft": n - 1,
             "harness_id": harness_id(source), "weights_id": run.weights_id, "rollouts": len(rollouts),
             "mean_reward": mean, "tokens_out": sum(r.tokens_out for r in rollouts)}])
         return summary(rollouts, mean, allowance - used)
