@@ -83,7 +83,8 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
         "candidates": [{"harness_id": hid, "origin": c.origin, "parents": c.parents, "hypothesis": c.hypothesis,
                         "axis": c.axis, "components": c.components} for hid, c in zip(ids, proposal.candidates,
                                                                                         strict=True)],
-        "messages": proposal.transcript})
+        "messages": proposal.transcript,
+        **({"failed_session": proposal.failed_transcript} if proposal.failed_transcript else {})})
     return ids
 
 

@@ -52,4 +52,5 @@ def propose_with_fallback(primary: Proposer, fallback: Proposer, ctx: ProposerCo
         proposal.input_tokens += e.input_tokens
         proposal.output_tokens += e.output_tokens
         proposal.cost_usd += e.cost_usd
+        proposal.failed_transcript = e.transcript
         return proposal

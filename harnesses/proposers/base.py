@@ -79,6 +79,9 @@ class Proposal:
     # The conversation that produced the candidates (Claude's messages and tool results), for the
     # run's logs; empty for proposers without one.
     transcript: list[dict] = field(default_factory=list, repr=False)
+    # The conversation of an LLM session that ended without candidates, when this proposal is the
+    # fallback's: what the model said and which tool calls failed.
+    failed_transcript: list[dict] = field(default_factory=list, repr=False)
 
 
 class Proposer(Protocol):
@@ -95,13 +98,14 @@ class ProposerUnavailable(RuntimeError):
     """
 
     def __init__(self, reason: str, model: str | None = None, input_tokens: int = 0,
-                 output_tokens: int = 0, cost_usd: float = 0.0):
+                 output_tokens: int = 0, cost_usd: float = 0.0, transcript: list[dict] | None = None):
         super().__init__(reason)
         self.reason = reason
         self.model = model
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.cost_usd = cost_usd
+        self.transcript = transcript or []
 
 
 def proposer_view(ctx: ProposerContext) -> duckdb.DuckDBPyConnection:

@@ -55,18 +55,18 @@ class ClaudeProposer:
             try:
                 self._session(client, ctx, bench, usage, transcript)
             except ApiUnavailable as e:
-                raise self._unavailable(str(e), usage) from e
+                raise self._unavailable(str(e), usage, transcript) from e
         finally:
             view.close()
         if not bench.candidates:
-            raise self._unavailable(f"no valid candidate after {self.max_turns} turns", usage)
+            raise self._unavailable(f"no valid candidate after {self.max_turns} turns", usage, transcript)
         return Proposal(candidates=bench.candidates, proposer=self.name, model=self.model,
                         input_tokens=usage.input_tokens, output_tokens=usage.output,
                         cost_usd=estimate_cost(self.model, usage), transcript=transcript)
 
-    def _unavailable(self, reason: str, usage: Usage) -> ProposerUnavailable:
+    def _unavailable(self, reason: str, usage: Usage, transcript: list | None = None) -> ProposerUnavailable:
         return ProposerUnavailable(reason, self.model, usage.input_tokens, usage.output,
-                                   estimate_cost(self.model, usage))
+                                   estimate_cost(self.model, usage), transcript)
 
     def _session(self, client, ctx: ProposerContext, bench: Workbench, usage: Usage,
                  messages: list) -> None:

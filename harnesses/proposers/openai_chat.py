@@ -6,8 +6,11 @@ function-calling format, so a code model served next to the run (``vllm serve MO
 --enable-auto-tool-choice --tool-call-parser ...``) can search harnesses with no vendor API.
 Plain HTTP (httpx). 429, 408/409, 5xx, time-outs and connection errors are retried with
 exponential backoff; other errors and a session with no valid candidate raise
-ProposerUnavailable, and the harness phase falls back to the offline proposer. The key, when
-the server wants one, comes from ``OPENAI_API_KEY``.
+ProposerUnavailable (with the session's messages, which the run saves), and the harness phase
+falls back to the offline proposer. The key, when the server wants one, comes from
+``OPENAI_API_KEY``. ``tool_choice="required"`` makes a server with structured outputs (vLLM)
+constrain every reply to a well-formed call of one of the tools, for models not trained to call
+tools; ``auto`` leaves the choice to the model, as the OpenAI API does.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from harnesses.proposers.claude import _nudge, opening, system_prompt
 from harnesses.proposers.claude_tools import Workbench
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+TOOL_CHOICES = ("auto", "required")
 
 
 class OpenAIProposer:
@@ -30,10 +34,13 @@ class OpenAIProposer:
 
     def __init__(self, base_url: str, model: str, max_tokens: int = 8000, timeout_s: float = 600,
                  max_turns: int = 40, retries: int = 4, api_key: str | None = None,
-                 backoff_base_s: float = 2.0, max_sleep_s: float = 60.0,
+                 backoff_base_s: float = 2.0, max_sleep_s: float = 60.0, tool_choice: str = "auto",
                  sleep: Callable[[float], None] = time.sleep):
         if max_turns < 1 or retries < 1 or max_tokens < 1:
             raise ValueError("max_turns, retries and max_tokens must be positive")
+        if tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, not {tool_choice!r}")
+        self.tool_choice = tool_choice
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.max_tokens, self.timeout_s = model, max_tokens, timeout_s
         self.max_turns, self.retries = max_turns, retries
@@ -43,21 +50,21 @@ class OpenAIProposer:
 
     def propose(self, ctx: ProposerContext) -> Proposal:
         self.usage = [0, 0]
+        self.messages: list[dict] = []
         view = proposer_view(ctx)
         try:
             bench = Workbench(ctx, view, origin=self.name)
-            messages: list[dict] = []
             with httpx.Client(timeout=self.timeout_s) as http:
-                self._session(http, ctx, bench, messages)
+                self._session(http, ctx, bench, self.messages)
         finally:
             view.close()
         if not bench.candidates:
             raise self._unavailable(f"no valid candidate after {self.max_turns} turns")
         return Proposal(candidates=bench.candidates, proposer=self.name, model=self.model,
-                        input_tokens=self.usage[0], output_tokens=self.usage[1], transcript=messages)
+                        input_tokens=self.usage[0], output_tokens=self.usage[1], transcript=self.messages)
 
     def _unavailable(self, reason: str) -> ProposerUnavailable:
-        return ProposerUnavailable(reason, self.model, self.usage[0], self.usage[1])
+        return ProposerUnavailable(reason, self.model, self.usage[0], self.usage[1], transcript=self.messages)
 
     def _session(self, http: httpx.Client, ctx: ProposerContext, bench: Workbench, messages: list) -> None:
         messages += [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": opening(ctx)}]
@@ -65,7 +72,7 @@ class OpenAIProposer:
                                                    "parameters": t["input_schema"]}} for t in bench.specs()]
         for _ in range(self.max_turns):
             reply = self._post(http, {"model": self.model, "messages": messages, "tools": tools,
-                                      "max_tokens": self.max_tokens})
+                                      "tool_choice": self.tool_choice, "max_tokens": self.max_tokens})
             choice = reply["choices"][0]
             message = choice["message"]
             calls = message.get("tool_calls") or []

@@ -65,3 +65,15 @@ def test_a_session_without_a_valid_candidate_is_unavailable(ctx):
             pytest.raises(ProposerUnavailable, match="no valid candidate after 3 turns") as err:
         proposer(srv, max_turns=3).propose(ctx)
     assert err.value.input_tokens == 30  # what the failed session spent is carried to the fallback
+
+
+def test_tool_choice_is_sent_and_a_failed_session_keeps_its_messages(ctx):
+    with pytest.raises(ValueError, match="tool_choice"):
+        OpenAIProposer("http://127.0.0.1:9/v1", "coder", tool_choice="any")
+    with ChatServer([reply(write("class Harness(:\n    pass\n")), reply(call("finish", {}))]) as srv, \
+            pytest.raises(ProposerUnavailable, match="no valid candidate") as err:
+        proposer(srv, tool_choice="required", max_turns=2).propose(ctx)
+    assert [r["tool_choice"] for r in srv.requests] == ["required", "required"]
+    roles = [m["role"] for m in err.value.transcript]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert err.value.transcript[3]["content"].startswith("ERROR")  # why the session failed is kept

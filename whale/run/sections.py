@@ -126,6 +126,7 @@ class OpenAIProposerSettings(Section):
     timeout_s: float = Field(gt=0)
     max_turns: int = Field(ge=1)
     retries: int = Field(ge=1)
+    tool_choice: Literal["auto", "required"]
 
 
 class AcceptSettings(Section):
