@@ -55,12 +55,20 @@ data: setup
 run: setup vllm model data
 	$(BIN)/whale run --domain $(DOMAIN) --condition $(CONDITION)
 
-# The comparison of conditions on chess (params.yaml `profiles.study`): 5 conditions x 3 run seeds
-# at one budget, then `whale compare` (paired intervals) into runs/study.json and the report.
-STUDY_CONDITIONS := weight_only,harness_only,whale,adaptive_whale,stagewise
-study: setup model data
-	$(BIN)/whale --profile study run --domain chess_puzzles --condition $(STUDY_CONDITIONS) --seeds 0,1,2
-	$(BIN)/whale compare --domain chess_puzzles --json runs/study.json
+# The study (params.yaml `profiles.study`): the four conditions x 3 run seeds at one budget from the
+# seed h0, per domain, then `whale compare` (paired intervals) of exactly those runs into
+# runs/study-<domain>.json. `make study STUDY_DOMAINS=chess_puzzles` for one domain.
+STUDY_CONDITIONS := weight_only harness_only whale adaptive_whale
+STUDY_SEEDS := 0 1 2
+STUDY_DOMAINS ?= chess_puzzles search_qa
+comma := ,
+study: setup vllm model data
+	@for d in $(STUDY_DOMAINS); do \
+	  $(BIN)/whale --profile study run --domain $$d --condition $(subst $(eval) ,$(comma),$(STUDY_CONDITIONS)) \
+	    --seeds $(subst $(eval) ,$(comma),$(STUDY_SEEDS)) || exit 1; \
+	  $(BIN)/whale compare --domain $$d --json runs/study-$$d.json \
+	    $(foreach c,$(STUDY_CONDITIONS),$(foreach s,$(STUDY_SEEDS),--run $$d-$(c)-s$(s))) || exit 1; \
+	done
 
 # Static checks first (seconds): the layering contracts (pyproject.toml) and ruff.
 lint: setup

@@ -8,9 +8,10 @@ Plain HTTP (httpx). 429, 408/409, 5xx, time-outs and connection errors are retri
 exponential backoff; other errors and a session with no valid candidate raise
 ProposerUnavailable (with the session's messages, which the run saves), and the harness phase
 falls back to the offline proposer. The key, when the server wants one, comes from
-``OPENAI_API_KEY``. ``tool_choice="required"`` makes a server with structured outputs (vLLM)
-constrain every reply to a well-formed call of one of the tools, for models not trained to call
-tools; ``auto`` leaves the choice to the model, as the OpenAI API does.
+``OPENAI_API_KEY``. ``tool_choice="required"`` asks the server to make every reply a tool call
+(vLLM constrains decoding to the tools' call format; a call cut at ``max_tokens`` still comes
+back as text and is nudged), for models not trained to call tools; ``auto`` leaves the choice to
+the model, as the OpenAI API does.
 """
 from __future__ import annotations
 
