@@ -14,7 +14,6 @@ This is reporting: no default, primitive or profile is chosen from its test numb
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -52,7 +51,7 @@ def main(argv=None) -> int:
     p.add_argument("--splits", default="harness,test")
     p.add_argument("--json", type=Path, help="write the rows here as they come")
     args = p.parse_args(argv)
-    from bench.vllm_engines import cpu_flags
+    from bench.vllm_engines import cpu_flags, emit
     from whale.run.context import domain_for, make_engine, model_dir
     from whale.run.settings import load_settings
     from whale.stats import difference, estimate
@@ -80,11 +79,7 @@ def main(argv=None) -> int:
                 if label != full:
                     d = difference(scores[label], scores[full])
                     row["minus_found"] = [round(d.mean, 4), round(d.lo, 4), round(d.hi, 4)]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                if args.json:
-                    args.json.parent.mkdir(parents=True, exist_ok=True)
-                    args.json.write_text(json.dumps(rows, indent=1))
+                emit(row, rows, args.json)
     finally:
         if hasattr(engine.backend, "close"):
             engine.backend.close()

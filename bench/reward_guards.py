@@ -19,7 +19,6 @@ against the rollouts' wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -127,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="transformers,vllm", help="backend.kind values, one after the other")
     p.add_argument("--json", type=Path, help="write the rows here as they come")
     args = p.parse_args(argv)
+    from bench.vllm_engines import emit
     from whale.run.context import h0_path, make_engine, model_dir
     from whale.run.settings import load_settings
 
@@ -146,12 +146,7 @@ def main(argv=None) -> int:
                 sources.update({f"found: seed + {names}": rebuild(d, names.split("+"))
                                 for dom, names in (f.split("=", 1) for f in args.found) if dom == d})
                 for label, source in sources.items():
-                    row = one(d, label, source, backend, args.k, args.blind_samples, kind)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                    if args.json:
-                        args.json.parent.mkdir(parents=True, exist_ok=True)
-                        args.json.write_text(json.dumps(rows, indent=1))
+                    emit(one(d, label, source, backend, args.k, args.blind_samples, kind), rows, args.json)
         finally:
             if hasattr(backend, "close"):
                 backend.close()

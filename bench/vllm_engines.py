@@ -48,6 +48,16 @@ def cpu_flags() -> str:
     return " ".join(wanted) or "none of avx2/avx512/amx"
 
 
+def emit(row: dict, rows: list[dict], json_path: Path | None) -> None:
+    """Print a bench row as it comes and rewrite the JSON file with every row so far, so that an
+    interrupted bench keeps what it measured."""
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(rows, indent=1))
+
+
 def group_peak_rss_mb(pgid: int) -> float:
     """Sum of VmHWM over the live processes of a process group."""
     total = 0

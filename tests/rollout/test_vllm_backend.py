@@ -139,6 +139,24 @@ def test_a_missing_interpreter_names_the_make_target(vllm_tiny_dir, tmp_path):
         VLLMBackend(str(vllm_tiny_dir), config(str(tmp_path / "nowhere" / "python"), tmp_path))
 
 
+def start_owner(script: str) -> tuple[subprocess.Popen, int]:
+    """A process owning a VLLMBackend (``script`` prints its server's pid, which leads the server's
+    process group) and that group."""
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd(),
+                             env={**os.environ, "PYTHONPATH": str(fingerprint.__file__).rsplit("/whale/", 1)[0]})
+    return owner, int(owner.stdout.readline())
+
+
+def terminate_owner(owner: subprocess.Popen, group: int, timeout: float) -> None:
+    """SIGTERM to the owner; it exits within ``timeout`` and its server's group within a minute."""
+    owner.send_signal(signal.SIGTERM)
+    owner.wait(timeout=timeout)
+    deadline = time.monotonic() + 60
+    while group_members(group) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not group_members(group)
+
+
 def test_sigterm_to_the_owner_leaves_no_server_process(vllm_python, vllm_tiny_dir, tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
@@ -149,20 +167,12 @@ def test_sigterm_to_the_owner_leaves_no_server_process(vllm_python, vllm_tiny_di
         print(b.server.proc.pid, flush=True)
         time.sleep(600)
     """)
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd(),
-                             env={**os.environ, "PYTHONPATH": str(fingerprint.__file__).rsplit("/whale/", 1)[0]})
+    owner, group = start_owner(script)
     try:
-        group = int(owner.stdout.readline())
         assert group_members(group)  # the server and its engine core run
-        owner.send_signal(signal.SIGTERM)
-        owner.wait(timeout=30)
-        deadline = time.monotonic() + 60
-        while group_members(group) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not group_members(group)
+        terminate_owner(owner, group, timeout=30)
     finally:
         owner.kill()
-
 
 
 def test_sigterm_with_requests_in_flight_stops_the_owner_without_restarting_the_server(vllm_python, vllm_tiny_dir,
@@ -188,17 +198,10 @@ def test_sigterm_with_requests_in_flight_stops_the_owner_without_restarting_the_
         finally:
             b.close()
     """)
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd(),
-                             env={**os.environ, "PYTHONPATH": str(fingerprint.__file__).rsplit("/whale/", 1)[0]})
+    owner, group = start_owner(script)
     try:
-        group = int(owner.stdout.readline())
         time.sleep(3)  # generating
-        owner.send_signal(signal.SIGTERM)
-        owner.wait(timeout=60)
-        deadline = time.monotonic() + 60
-        while group_members(group) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not group_members(group)
+        terminate_owner(owner, group, timeout=60)
         log = (tmp_path / "server.log").read_text()
         assert log.count("--- start ") == 1, "the stopping run restarted its server"
     finally:
