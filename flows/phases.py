@@ -199,6 +199,7 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
         reason = f"{reason}; {best['reason']}"
     else:
         best = select_harness(run, cycle)
-    log(f"cycle {cycle}: accepted harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})"
+    verb = "kept its incoming" if best["harness_id"] == incoming else "accepted"
+    log(f"cycle {cycle}: {verb} harness {best['harness_id']} (harness-split score {best['mean_reward']:.3f})"
         + (f": {best['reason']}" if "reason" in best else ""))
     return record(run, cycle, "harness", 1, PhaseEnd(best["harness_id"], run.weights_id, it, reason, spent))
