@@ -1,6 +1,7 @@
-"""The transformers engine against vLLM (fp32, bf16, and fp32 without prefix caching) on each domain's
-test evaluation: the default h0 under the base weights, at the domain's default ``eval.k``, with the
-run's sampling and seeds, side by side in one invocation.
+"""The transformers engine against vLLM (fp32, bf16, fp32 without prefix caching, and turn by turn
+instead of per episode) on each domain's test evaluation: the h0 (``--profile handwritten``: the
+hand-written ones) under the base weights, at the domain's default ``eval.k``, with the run's
+sampling and seeds, side by side in one invocation.
 
 Each (domain, engine) pair runs in a child process of its own, one after another, so its peak RSS
 is its own: the child's (``ru_maxrss``) and, for vLLM, the peak resident set of every process of the
@@ -31,6 +32,9 @@ ENGINES = {
     "vllm-fp32": {"kind": "vllm", "vllm": {"dtype": "float32"}},
     "vllm-bf16": {"kind": "vllm", "vllm": {"dtype": "bfloat16"}},
     "vllm-fp32-nocache": {"kind": "vllm", "vllm": {"dtype": "float32", "prefix_caching": False}},
+    # turn by turn (every episode waits for the turn's slowest) instead of each episode on its own
+    "vllm-fp32-turns": {"kind": "vllm", "per_episode": False, "vllm": {"dtype": "float32"}},
+    "vllm-bf16-turns": {"kind": "vllm", "per_episode": False, "vllm": {"dtype": "bfloat16"}},
     # the null policy (no model compute): what the harness hooks, the jail and the tools cost alone,
     # on other episodes (random tokens or choices), so a bound for orientation, not a paired row
     "null": {"kind": "transformers"},
@@ -75,13 +79,14 @@ def group_peak_rss_mb(pgid: int) -> float:
     return total / 1024
 
 
-def one(domain_name: str, engine: str, examples: int, k: int | None) -> dict:
+def one(domain_name: str, engine: str, examples: int, k: int | None, profile: str | None = None) -> dict:
     """Run in the child: one engine's test evaluation of one domain."""
     from whale.run.context import domain_for, h0_source, make_engine, model_dir
     from whale.run.settings import load_settings
     from whale.types import RolloutContext
 
-    settings = load_settings(ROOT / "params.yaml", domain=domain_name, overrides={"backend": ENGINES[engine]})
+    settings = load_settings(ROOT / "params.yaml", profile=profile, domain=domain_name,
+                             overrides={"backend": ENGINES[engine]})
     domain = domain_for(settings, domain_name, str(ROOT / "data"))
     tests = domain.examples("test")[:examples] if examples else domain.examples("test")
     k = k or settings.eval.k
@@ -125,6 +130,8 @@ def child(domain: str, engine: str, args) -> dict:
     cmd = [sys.executable, __file__, "--one", domain, engine, "--examples", str(args.examples)]
     if args.k:
         cmd += ["--k", str(args.k)]
+    if args.profile:
+        cmd += ["--profile", args.profile]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT)
     try:
         out, _ = proc.communicate(timeout=args.timeout_s)
@@ -164,11 +171,12 @@ def main() -> None:
     p.add_argument("--examples", type=int, default=0, help="first N test examples (0: all)")
     p.add_argument("--k", type=int, default=None, help="samples per example (default: the domain's eval.k)")
     p.add_argument("--timeout-s", type=float, default=3600, help="most seconds one domain x engine may take")
+    p.add_argument("--profile", default=None, help="a params.yaml profile (handwritten: the hand-written h0s)")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--one", nargs=2, metavar=("DOMAIN", "ENGINE"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        print(json.dumps(one(*args.one, args.examples, args.k)))
+        print(json.dumps(one(*args.one, args.examples, args.k, args.profile)))
         return
     print(f"CPU: {os.cpu_count()} cores, flags {cpu_flags()}", flush=True)
     results = []

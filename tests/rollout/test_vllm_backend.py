@@ -106,6 +106,14 @@ def test_multi_turn_episodes_through_the_engine_equal_the_reference_engines(back
                                                                   want.reward)
 
 
+def test_per_episode_and_turn_by_turn_drivers_draw_the_same_sampled_episodes(backend):
+    domain = ToyDomain(n=4)
+    runs = [Engine(backend, domain, SAMPLED, per_episode=each).run(ECHO_HARNESS, domain.examples("test"), k=3,
+                                                                   seed=5, progress=False) for each in (True, False)]
+    each, turns = ([(r.token_ids, r.mask, r.stop_reason, r.reward, r.error) for r in rs] for rs in runs)
+    assert each == turns and max(r.turns for r in runs[0]) > 1 and all(r.error is None for r in runs[0])
+
+
 def test_weight_sync_reloads_in_place_and_a_stale_server_is_caught(backend, vllm_tiny_dir, other_dir, requests):
     from transformers import AutoModelForCausalLM
 

@@ -1,73 +1,45 @@
-"""The one rollout engine: many episodes of one harness at once, turn by turn.
+"""The one rollout engine: many episodes of one harness at once.
 
-RSFT sampling, harness scoring and test evaluation all call ``run_rollouts``. Each turn, every
-live episode's context goes to the backend in one batch; the harness hooks of all episodes go to
-the sandbox worker in one batch; tool calls go to the trusted environments. Every rollout
-records the exact token ids the model saw and produced and a mask that is 1 only on tokens the
-model generated.
+RSFT sampling, harness scoring and test evaluation all call ``Engine.run``. Two drivers, the
+same records:
+
+- **Turn by turn** (the in-process transformers engine): each turn, every live episode's context
+  goes to the backend in one batch, then the harness hooks of all of them go to the sandbox worker
+  in one batch; tool calls go to the trusted environments.
+- **Per episode** (a server backend that answers each request on its own, ``backend.per_episode``):
+  an episode goes on as soon as its own turn is back, so its hooks and tools run while the other
+  episodes generate, and a turn's slowest episode holds up no one. Each request carries its own
+  seed, so the order changes no tokens.
+
+Every rollout records the exact token ids the model saw and produced and a mask that is 1 only on
+tokens the model generated.
 """
 from __future__ import annotations
 
-import time
 import uuid
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from domains.base import string_args
 from domains.leaks import caused_by_harness
 from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET, Call, Finish, Prompt, from_wire
 from harnesses.sandbox import HarnessSandbox, Limits, SandboxError
 from whale.ids import harness_id, rollout_seed
-from whale.rollout.backends.base import Backend, GenRequest, Sampling
+from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 from whale.rollout.chat import ChatFormat
+from whale.rollout.episode import Episode, as_text
 from whale.rollout.progress import Progress
 from whale.types import Example, Rollout, RolloutContext
-
-
-@dataclass
-class Episode:
-    example: Example
-    sample_idx: int
-    seed: int
-    env: object
-    ids: list[int] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
-    messages: list[dict] = field(default_factory=list)
-    prompt: Prompt | None = None
-    turns: int = 0
-    tool_calls: int = 0
-    generated: int = 0
-    max_turns: int = 1
-    token_budget: int = 1
-    last_finish: str = ""
-    clamped: dict = field(default_factory=dict)  # harness values over an engine cap: name -> [asked, used]
-    events: list[tuple[str, str]] = field(default_factory=list)  # (author, text) for the leak check
-    completion: str = ""  # what the model wrote in its last turn, without the harness's prefix
-    unauthored: str | None = None  # why a tool call of the harness was not the model's action
-    stop_reason: str | None = None
-    error: str | None = None
-    session: str | None = None  # the backend's key for this episode's kept keys and values
-    started: float = field(default_factory=time.perf_counter)
-    ended: float = 0.0
-
-    @property
-    def live(self) -> bool:
-        return self.stop_reason is None
-
-    def end(self, reason: str, error: str | None = None) -> None:
-        if self.live:
-            self.stop_reason, self.error, self.ended = reason, error, time.perf_counter()
-
-    def extend(self, ids: list[int], generated: bool) -> None:
-        self.ids += ids
-        self.mask += [int(generated)] * len(ids)
 
 
 class Engine:
     """Runs episodes for a (backend, domain) pair; one instance per phase is enough."""
 
-    def __init__(self, backend: Backend, domain, sampling: Sampling, limits: Limits | None = None):
+    def __init__(self, backend: Backend, domain, sampling: Sampling, limits: Limits | None = None,
+                 per_episode: bool = True):
         self.backend, self.domain, self.sampling = backend, domain, sampling
         self.limits = limits or Limits()
+        # only a backend that answers requests one by one (a server) can let episodes go on alone
+        self.per_episode = per_episode and backend.concurrent
         self.chat = ChatFormat(backend.tokenizer)
 
     def run(self, source: str, examples: list[Example], k: int, seed: int,
@@ -88,7 +60,7 @@ class Engine:
             return [self._record(ep, source, ctx) for ep in episodes]
         sandbox.budget(len(episodes))
         try:
-            self._drive(sandbox, episodes, bar)
+            (self._drive_each if self.per_episode else self._drive)(sandbox, episodes, bar)
         except SandboxError as e:  # the harness as a whole broke: every unfinished episode is an error
             for ep in episodes:
                 ep.end("error", str(e))
@@ -101,37 +73,79 @@ class Engine:
                     ep.env.close()
         return [self._record(ep, source, ctx) for ep in episodes]
 
-    def _drive(self, sandbox: HarnessSandbox, episodes: list[Episode], bar: Progress) -> None:
+    def _start(self, sandbox: HarnessSandbox, episodes: list[Episode]) -> None:
         for ep in episodes:
             ep.env = self.domain.environment(ep.example)
         first = [ep.env.reset() for ep in episodes]
         for ep, obs in zip(episodes, first, strict=True):
-            ep.events.append(("env", _text(obs)))
+            ep.events.append(("env", as_text(obs)))
         starts = sandbox.calls([(i, "start", obs) for i, obs in enumerate(first)])
         for ep, (ok, payload) in zip(episodes, starts, strict=True):
             if ok:
                 ok, payload = self._budget(ep, payload)
             self._apply(ep, ok, payload, first=True)
+
+    def _hooks(self, sandbox: HarnessSandbox, episodes: list[Episode], turned: list[int]) -> None:
+        """``act`` on the turns just generated, then ``observe`` on what their tools returned, each
+        hook once for all of ``turned`` (one round trip to the sandbox worker)."""
+        turned = [i for i in turned if episodes[i].live]
+        acts = sandbox.calls([(i, "act", episodes[i].messages[-1]["content"]) for i in turned])
+        observe = []
+        for i, (ok, payload) in zip(turned, acts, strict=True):
+            obs = self._apply(episodes[i], ok, payload)
+            if obs is not None:
+                observe.append((i, "observe", obs))
+        for (i, _, _), (ok, payload) in zip(observe, sandbox.calls(observe), strict=True):
+            self._apply(episodes[i], ok, payload)
+
+    def _release_ended(self, episodes: list[Episode], released: set[str]) -> None:
+        over = [ep.session for ep in episodes if not ep.live and ep.session not in released]
+        self.backend.release(over)
+        released.update(over)
+
+    def _drive(self, sandbox: HarnessSandbox, episodes: list[Episode], bar: Progress) -> None:
+        self._start(sandbox, episodes)
         turns, released = 0, set()
         while True:
             live = [i for i, ep in enumerate(episodes) if ep.live]
             bar.update(len(episodes) - len(live), turns)
-            over = [ep.session for ep in episodes if not ep.live and ep.session not in released]
-            self.backend.release(over)
-            released.update(over)
+            self._release_ended(episodes, released)
             if not live:
                 return
             bar.generating(len(live))
-            self._generate([episodes[i] for i in live])
+            eps = [episodes[i] for i in live]
+            for ep, res in zip(eps, self.backend.generate([self._request(ep) for ep in eps], self.sampling),
+                               strict=True):
+                self._take(ep, res)
             turns += 1
-            acts = sandbox.calls([(i, "act", episodes[i].messages[-1]["content"]) for i in live if episodes[i].live])
-            observe = []
-            for i, (ok, payload) in zip([i for i in live if episodes[i].live], acts, strict=True):
-                obs = self._apply(episodes[i], ok, payload)
-                if obs is not None:
-                    observe.append((i, "observe", obs))
-            for (i, _, _), (ok, payload) in zip(observe, sandbox.calls(observe), strict=True):
-                self._apply(episodes[i], ok, payload)
+            self._hooks(sandbox, episodes, live)
+
+    def _drive_each(self, sandbox: HarnessSandbox, episodes: list[Episode], bar: Progress) -> None:
+        self._start(sandbox, episodes)
+        pending: dict[Future, int] = {}
+        released: set[str] = set()
+
+        def launch(idx: list[int]) -> None:
+            futures = self.backend.submit([self._request(episodes[i]) for i in idx], self.sampling)
+            pending.update(zip(futures, idx, strict=True))
+
+        try:
+            launch([i for i, ep in enumerate(episodes) if ep.live])
+            while pending:
+                bar.update(sum(not ep.live for ep in episodes), max(ep.turns for ep in episodes))
+                bar.generating(len(pending))
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                got = {pending.pop(f): f for f in done}
+                turned = sorted(got)
+                for i in turned:  # in episode order: a failed request raises, the rest are cancelled below
+                    self._take(episodes[i], got[i].result())
+                self._hooks(sandbox, episodes, turned)
+                self._release_ended(episodes, released)
+                launch([i for i in turned if episodes[i].live])
+            bar.update(sum(not ep.live for ep in episodes), max(ep.turns for ep in episodes))
+        finally:  # an error (a dead server, a broken sandbox) leaves nothing queued behind it
+            for f in pending:
+                f.cancel()
 
     @staticmethod
     def _budget(ep: Episode, payload) -> tuple[bool, object]:
@@ -148,33 +162,34 @@ class Engine:
             setattr(ep, name, min(value, cap))
         return True, payload
 
-    def _generate(self, eps: list[Episode]) -> None:
-        requests = []
-        for ep in eps:
-            p = ep.prompt
-            limit = min(p.max_new_tokens, ep.token_budget - ep.generated)
-            if p.max_new_tokens > ep.token_budget:
-                ep.clamped["max_new_tokens"] = [p.max_new_tokens, ep.token_budget]
-            if p.choices:  # a choice must fit whole, whatever the harness asked for
-                limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
-            room = self.backend.context_len and self.backend.context_len - len(ep.ids)
-            if room and limit > room:  # the context ends the turn, as a token limit would
-                ep.clamped["context"] = [limit, room]
-                limit = room
-            requests.append(GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices,
-                                       session=ep.session, group=ep.example.id))
-        for ep, res in zip(eps, self.backend.generate(requests, self.sampling), strict=True):
-            ep.extend(res.ids, generated=True)
-            text = self.chat.text(res.ids)
-            ep.events.append(("model", text))
-            ep.completion = text
-            # The prefix is part of what the model continued, but the harness wrote it: verifiers skip it.
-            prefix = {"prefix": ep.prompt.prefix} if ep.prompt.prefix else {}
-            ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + text, **prefix})
-            ep.extend(self.chat.turn_end(res.ids), generated=False)
-            ep.turns += 1
-            ep.generated += len(res.ids)
-            ep.last_finish = res.finish
+    def _request(self, ep: Episode) -> GenRequest:
+        """The episode's next turn: its whole context, the prompt's limits clamped to the budgets."""
+        p = ep.prompt
+        limit = min(p.max_new_tokens, ep.token_budget - ep.generated)
+        if p.max_new_tokens > ep.token_budget:
+            ep.clamped["max_new_tokens"] = [p.max_new_tokens, ep.token_budget]
+        if p.choices:  # a choice must fit whole, whatever the harness asked for
+            limit = max(limit, max(len(self.chat.encode(c)) for c in p.choices) + 1)
+        room = self.backend.context_len and self.backend.context_len - len(ep.ids)
+        if room and limit > room:  # the context ends the turn, as a token limit would
+            ep.clamped["context"] = [limit, room]
+            limit = room
+        return GenRequest(ep.ids, limit, ep.seed + 7919 * ep.turns, list(p.stop), p.choices,
+                          session=ep.session, group=ep.example.id)
+
+    def _take(self, ep: Episode, res: GenResult) -> None:
+        """The generated turn into the episode's context and messages."""
+        ep.extend(res.ids, generated=True)
+        text = self.chat.text(res.ids)
+        ep.events.append(("model", text))
+        ep.completion = text
+        # The prefix is part of what the model continued, but the harness wrote it: verifiers skip it.
+        prefix = {"prefix": ep.prompt.prefix} if ep.prompt.prefix else {}
+        ep.messages.append({"role": "assistant", "content": ep.prompt.prefix + text, **prefix})
+        ep.extend(self.chat.turn_end(res.ids), generated=False)
+        ep.turns += 1
+        ep.generated += len(res.ids)
+        ep.last_finish = res.finish
 
     def _apply(self, ep: Episode, ok: bool, payload, first: bool = False):
         """Apply one hook result; return an observation that still needs ``observe``."""
@@ -198,10 +213,10 @@ class Engine:
                 return None
             ep.tool_calls += 1
             copied = caused_by_harness([v for _, v in string_args(action.args)], ep.events)
-            ep.events.append(("model", _text(action.args)))  # the model's, checked above
+            ep.events.append(("model", as_text(action.args)))  # the model's, checked above
             obs = ep.env.step(action)
             # output of what the model copied from the harness's own text is the harness's
-            ep.events.append(("harness" if copied else "env", _text(obs.data)))
+            ep.events.append(("harness" if copied else "env", as_text(obs.data)))
             if obs.done:
                 ep.end(self._answered_reason(ep))
             else:
@@ -256,13 +271,3 @@ class Engine:
         if ep.clamped:
             r.verdict = {**r.verdict, "clamped": ep.clamped}
         return r
-
-
-def _text(data) -> str:
-    """An observation or tool arguments as the text the leak checks search: every value, one per
-    line, as written (not JSON, whose escapes would hide a copied line break or quote)."""
-    if isinstance(data, dict):
-        return "\n".join(_text(v) for v in data.values())
-    if isinstance(data, list | tuple):
-        return "\n".join(_text(v) for v in data)
-    return "" if data is None else str(data)

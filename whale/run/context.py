@@ -72,7 +72,8 @@ def make_engine(settings: Settings, domain, model: str | Path, log_dir: str | Pa
     b = settings.backend
     backend = make_backend(b.kind, str(model), settings.model.dtype, b.max_batch, b.base_url, b.kv_reuse_mb,
                            b.max_batch_tokens, vllm_config(settings, log_dir), b.vllm.url, b.vllm.max_restarts)
-    return Engine(backend, domain, Sampling(**settings.sampling.model_dump()), sandbox_limits(settings))
+    return Engine(backend, domain, Sampling(**settings.sampling.model_dump()), sandbox_limits(settings),
+                  per_episode=b.per_episode)
 
 
 def vllm_config(settings: Settings, log_dir: str | Path = "runs/vllm") -> ServerConfig:

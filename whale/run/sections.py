@@ -39,6 +39,7 @@ class BackendSettings(Section):
     kv_reuse_mb: float = Field(default=0, ge=0)
     max_batch_tokens: int = Field(default=0, ge=0)
     fingerprint_tol: float = Field(default=1e-3, gt=0)
+    per_episode: bool = True
     vllm: VLLMSettings
 
 

@@ -1,6 +1,7 @@
 """The backend interface: batched generation of one assistant turn per request, token-exact."""
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 FINISH = ("eos", "stop", "length")
@@ -46,9 +47,16 @@ class Backend:
     # Tokens the served model takes, prompt and completion together (None: not known); the engine
     # refuses a longer prompt before it is sent.
     context_len: int | None = None
+    # True where ``submit`` answers each request on its own (a server): the engine then lets every
+    # episode go on as soon as its own turn is back instead of waiting for the turn's slowest.
+    concurrent: bool = False
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
         raise NotImplementedError
+
+    def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
+        """Start every request and return at once: one future of a ``GenResult`` per request."""
+        raise NotImplementedError(f"{type(self).__name__} generates whole batches only (concurrent is False)")
 
     def release(self, sessions: list[str]) -> None:
         """The episodes are over: forget anything kept for them."""

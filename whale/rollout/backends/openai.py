@@ -15,7 +15,7 @@ run then proves the served weights by their log-probability fingerprint (``promp
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -27,6 +27,8 @@ WEIGHTS_HEADER = "x-whale-weights-id"
 
 
 class OpenAIBackend(Backend):
+    concurrent = True
+
     def __init__(self, base_url: str, model_dir: str, max_batch: int = 32, timeout_s: float = 600.0):
         self.base_url = base_url.rstrip("/")
         self.max_batch = max_batch
@@ -107,8 +109,10 @@ class OpenAIBackend(Backend):
         return out
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
-        futures = [self.pool.submit(self._complete, r, sampling) for r in requests]
-        return [f.result() for f in futures]
+        return [f.result() for f in self.submit(requests, sampling)]
+
+    def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
+        return [self.pool.submit(self._complete, r, sampling) for r in requests]
 
     def _body(self, req: GenRequest, sampling: Sampling) -> dict:
         body = {

@@ -9,13 +9,15 @@ fingerprint check (``whale/rollout/fingerprint.py``) proves each one separately.
 from __future__ import annotations
 
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 from whale.rollout.backends.openai import OpenAIBackend
 
 
 class ReplicatedBackend(Backend):
+    concurrent = True
+
     def __init__(self, replicas: list[OpenAIBackend]):
         if len(replicas) < 2:
             raise ValueError("a replicated backend needs at least two servers")
@@ -55,6 +57,17 @@ class ReplicatedBackend(Backend):
             for i, res in zip(parts[k], future.result(), strict=True):
                 out[i] = res
             self.sent[k] += len(parts[k])
+        return out
+
+    def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
+        parts: list[list[int]] = [[] for _ in self.replicas]
+        for i, req in enumerate(requests):
+            parts[self._replica(i, req)].append(i)
+        out: list[Future | None] = [None] * len(requests)
+        for k, idx in enumerate(parts):
+            for i, future in zip(idx, self.replicas[k].submit([requests[i] for i in idx], sampling), strict=True):
+                out[i] = future
+            self.sent[k] += len(idx)
         return out
 
     def load(self, model_dir: str) -> str:

@@ -23,6 +23,7 @@ import json
 import shutil
 import sys
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import httpx
@@ -98,7 +99,7 @@ class VLLMBackend(OpenAIBackend):
         self._check(reply, f"POST {endpoint} ({what})")
 
     # -- generation ------------------------------------------------------------------------
-    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
+    def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
         """Every request in flight at once, but the first of each identical prompt (the k samples of
         an example share their opening turn) sent before the rest: requests scheduled in one engine
         step share no keys and values, so the rest then find the prompt in the prefix cache instead
@@ -110,7 +111,7 @@ class VLLMBackend(OpenAIBackend):
             (rest if key in seen else first).append(i)
             seen.add(key)
         futures = {i: self.pool.submit(self._complete, requests[i], sampling) for i in first + rest}
-        return [futures[i].result() for i in range(len(requests))]
+        return [futures[i] for i in range(len(requests))]
 
     def _body(self, req: GenRequest, sampling: Sampling) -> dict:
         body = super()._body(req, sampling)
