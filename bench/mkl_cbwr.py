@@ -31,13 +31,16 @@ BENCHES = {
 
 def child(bench: str, setting: str) -> dict:
     env = {**os.environ, "MKL_CBWR": SETTINGS[setting]}
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "engine.json"
-        args = BENCHES[bench] + (["--json", str(report)] if bench == "engine" else [])
-        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
-        if bench == "engine":
-            return {"tok_per_s": json.loads(report.read_text())["batched"]["tok_per_s"]}
-    return json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1])
+
+    def run(*extra: str) -> str:
+        return subprocess.run([sys.executable, *BENCHES[bench], *extra], capture_output=True, text=True, cwd=ROOT,
+                              env=env, check=True).stdout
+
+    if bench == "engine":  # bench/engine.py reports in a JSON file
+        with tempfile.TemporaryDirectory() as tmp:
+            run("--json", f"{tmp}/engine.json")
+            return {"tok_per_s": json.loads(Path(f"{tmp}/engine.json").read_text())["batched"]["tok_per_s"]}
+    return json.loads([ln for ln in run().splitlines() if ln.startswith("{")][-1])
 
 
 def main() -> None:

@@ -52,7 +52,8 @@ class Backend:
     concurrent: bool = False
 
     def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
-        raise NotImplementedError
+        """One turn for every request; a concurrent backend waits for what ``submit`` started."""
+        return [f.result() for f in self.submit(requests, sampling)]
 
     def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
         """Start every request and return at once: one future of a ``GenResult`` per request."""

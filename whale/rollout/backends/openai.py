@@ -108,9 +108,6 @@ class OpenAIBackend(Backend):
             raise RuntimeError(f"{self.base_url} answered {len(choices)} choices for {len(probes)} probe prompts")
         return out
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
-        return [f.result() for f in self.submit(requests, sampling)]
-
     def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
         return [self.pool.submit(self._complete, r, sampling) for r in requests]
 

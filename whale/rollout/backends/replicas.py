@@ -9,9 +9,9 @@ fingerprint check (``whale/rollout/fingerprint.py``) proves each one separately.
 from __future__ import annotations
 
 import zlib
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
-from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
+from whale.rollout.backends.base import Backend, GenRequest, Sampling
 from whale.rollout.backends.openai import OpenAIBackend
 
 
@@ -25,8 +25,7 @@ class ReplicatedBackend(Backend):
         self.tokenizer = replicas[0].tokenizer
         lengths = [r.context_len for r in replicas if r.context_len]
         self.context_len = min(lengths) if lengths else None
-        self.sent = [0] * len(replicas)  # requests each replica has answered
-        self.pool = ThreadPoolExecutor(max_workers=len(replicas), thread_name_prefix="whale-replica")
+        self.sent = [0] * len(replicas)  # requests sent to each replica
         self._same_weights()
 
     @property
@@ -45,19 +44,6 @@ class ReplicatedBackend(Backend):
     def _replica(self, index: int, req: GenRequest) -> int:
         key = req.session if req.session else str(index)
         return zlib.crc32(key.encode()) % len(self.replicas)
-
-    def generate(self, requests: list[GenRequest], sampling: Sampling) -> list[GenResult]:
-        parts: list[list[int]] = [[] for _ in self.replicas]
-        for i, req in enumerate(requests):
-            parts[self._replica(i, req)].append(i)
-        futures = {k: self.pool.submit(self.replicas[k].generate, [requests[i] for i in idx], sampling)
-                   for k, idx in enumerate(parts) if idx}
-        out: list[GenResult | None] = [None] * len(requests)
-        for k, future in futures.items():
-            for i, res in zip(parts[k], future.result(), strict=True):
-                out[i] = res
-            self.sent[k] += len(parts[k])
-        return out
 
     def submit(self, requests: list[GenRequest], sampling: Sampling) -> list[Future]:
         parts: list[list[int]] = [[] for _ in self.replicas]
@@ -81,6 +67,5 @@ class ReplicatedBackend(Backend):
             r.check_serving(expected)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
         for r in self.replicas:
             r.close()
