@@ -122,3 +122,14 @@ def test_whale_run_refuses_before_starting_anything(tmp_path, args, expected):
     assert out.returncode == 2 and expected in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "temporary server" not in out.stderr + out.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # no runs/, no data/
+
+
+@pytest.mark.parametrize(("backend", "expected"), [
+    ({"kind": "vllm"}, "float32"),  # auto: model.dtype
+    ({"kind": "vllm", "vllm": {"dtype": "bfloat16"}}, "bfloat16"),
+    ({"kind": "openai", "vllm": {"dtype": "bfloat16"}}, "float32"),  # not a vLLM the run starts
+])
+def test_the_fingerprint_rounds_to_the_dtype_the_server_holds(backend, expected):
+    from whale.run.context import served_dtype
+
+    assert served_dtype(load_settings(ROOT / "params.yaml", overrides={"backend": backend})) == expected

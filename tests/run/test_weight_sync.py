@@ -21,15 +21,17 @@ def perturb(model, scale: float = 0.05) -> None:
 
 
 @contextmanager
-def served_run(tmp_path, model_dir, allow_load: bool, dtype: str = "float32"):
+def served_run(tmp_path, model_dir, allow_load: bool, dtype: str = "float32", served_dtype: str | None = None):
     """A run's Weights against a `whale serve` started on the run's serving/ folder (as a vLLM
-    restarted on it once); ``allow_load`` False = a server with no weight-update path."""
+    restarted on it once); ``allow_load`` False = a server with no weight-update path. The server
+    computes in ``dtype``, the trainer too unless ``served_dtype`` tells the run the server's."""
     run_dir = tmp_path / "run"
     shutil.copytree(model_dir, run_dir / "serving")
     srv = make_server(str(run_dir / "serving"), dtype=dtype, allow_load=allow_load, load_roots=[run_dir]).start()
     backend = OpenAIBackend(srv.base_url, str(run_dir / "serving"), max_batch=2)
     try:
-        yield Weights(backend, RSFTConfig(dtype=dtype), model_dir, run_dir, fingerprint_tol=1e-3), backend
+        config = RSFTConfig(dtype="float32" if served_dtype else dtype)
+        yield Weights(backend, config, model_dir, run_dir, fingerprint_tol=1e-3, served_dtype=served_dtype), backend
     finally:
         backend.close()
         srv.stop()
@@ -51,6 +53,18 @@ def test_an_update_is_published_only_when_the_server_computes_with_it(tmp_path, 
         else:
             with pytest.raises(WeightsMismatch, match="does not serve the trainer's weights"):
                 weights._publish()
+
+
+def test_an_fp32_trainer_is_checked_against_a_bf16_server_in_the_servers_dtype(tmp_path, tiny_model_dir):
+    # backend.vllm.dtype bfloat16 under model.dtype float32: rounded to the trainer's own dtype the
+    # check took bf16 rounding for stale weights and stopped the run at its first publish.
+    with served_run(tmp_path, tiny_model_dir, allow_load=True, dtype="bfloat16", served_dtype="bfloat16") as (w, _):
+        w.start_training()
+        assert w.fingerprint.distance < 1e-4
+    with served_run(tmp_path / "fp32", tiny_model_dir, allow_load=True, dtype="bfloat16",
+                    served_dtype="float32") as (w, _):
+        with pytest.raises(WeightsMismatch, match="first check, on the weights the server started with"):
+            w.start_training()
 
 
 def test_the_served_fingerprint_is_the_local_one(tmp_path, tiny_model_dir):

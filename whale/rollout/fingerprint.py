@@ -10,10 +10,14 @@ nats). Equal weights differ only by kernel numerics (fp32 here: about 1e-6); a s
 older weights differs by the whole update.
 
 The trainer's side is computed with its weights rounded to the dtype the server holds them in
-(``model.dtype``). Against the fp32 master weights a bf16 server differs by bf16 rounding alone,
-0.17-0.21 nats on SmolLM2's probes on CPU and on an H200, while one RSFT step at lr 1e-5 moved
-them 0.035 and at 1e-6 0.0035 (``bench/fingerprint_noise.py``): no tolerance could tell a fresh
-bf16 server from a stale one that way. Rounded alike, equal weights agree up to kernel numerics.
+(``backend.vllm.dtype`` for a vLLM server, else ``model.dtype``). Against the fp32 master weights
+a bf16 server differs by bf16 rounding alone, 0.17-0.21 nats on SmolLM2's probes on CPU and on an
+H200, while one RSFT step at lr 1e-5 moved them 0.035 and at 1e-6 0.0035
+(``bench/fingerprint_noise.py``): no tolerance could tell a fresh bf16 server from a stale one
+that way. Rounded alike, equal weights agree up to kernel numerics:
+exactly for the transformers backend in bf16, but a bf16 vLLM on CPU computes otherwise and differs
+by about as much as a stale server does, so updates served that way cannot be verified (measured in
+docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -28,6 +32,14 @@ PROBES = (
     "Puzzle: white to move. 1. Qh7+ Kf8 2. Qh8#",
     "Question: what is 17 times 23? Answer: 391",
 )
+
+
+# Said when the very first check fails: there the server was just started on the trainer's weights,
+# so a gap is as likely the kernels' numerics as a wrong model.
+FIRST_CHECK = (". This was the first check, on the weights the server started with: if it serves the right "
+               "model, its kernels' numerics alone exceed the tolerance (a bf16 vLLM on CPU does: "
+               "docs/benchmarks.md); serve in float32 or raise backend.fingerprint_tol, which then also "
+               "passes updates smaller than it")
 
 
 class WeightsMismatch(RuntimeError):
@@ -126,6 +138,6 @@ def verify(backend, model, tokenizer, tolerance: float, what: str, previous: Ver
                 f"{server.base_url} does not serve {what}: its log-probabilities of the probe prompts "
                 f"differ from the trainer's by up to {d:.3g} nats (tolerance {tolerance:g}). The server kept "
                 "older weights or loaded others; restart it on the checkpoint (or give it a weight-update "
-                "path) before going on")
+                "path) before going on" + ("" if previous else FIRST_CHECK))
         worst = max(worst, d)
     return Verdict(worst, distance(local, previous.local) if previous else None, local)

@@ -86,6 +86,12 @@ def vllm_config(settings: Settings, log_dir: str | Path = "runs/vllm") -> Server
                         extra_args=tuple(v.extra_args))
 
 
+def served_dtype(settings: Settings) -> str:
+    """The dtype the rollout server holds the weights in: backend.vllm.dtype for a vLLM server,
+    model.dtype otherwise."""
+    return vllm_config(settings).dtype if settings.backend.kind == "vllm" else settings.model.dtype
+
+
 def rsft_config(settings: Settings) -> RSFTConfig:
     r = settings.rsft
     return RSFTConfig(lr=r.lr, mini_batch=r.mini_batch, micro_batch=r.micro_batch, max_seq_len=r.max_seq_len,
@@ -135,7 +141,7 @@ class Run:
         resume = latest_checkpoint(self.dir / "checkpoints")
         self.engine = make_engine(settings, self.domain, resume or base_model, self.dir / "vllm")
         self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir,
-                               settings.backend.fingerprint_tol)
+                               settings.backend.fingerprint_tol, served_dtype(settings))
         # Where rollout jobs run: here by default; the flow may hand them to Ray workers instead.
         self.dispatch = LocalDispatch(self.engine)
 

@@ -25,11 +25,13 @@ from whale.types import Rollout
 
 class Weights:
     def __init__(self, backend: Backend, config: RSFTConfig, base_model: Path, run_dir: Path,
-                 fingerprint_tol: float = 1e-3):
+                 fingerprint_tol: float = 1e-3, served_dtype: str | None = None):
         self.backend, self.config, self.base_model = backend, config, base_model
         self.fingerprint_tol = fingerprint_tol
         self.fingerprint: fingerprint.Verdict | None = None  # of the last published update (a server only)
-        self._rounded = fingerprint.Rounded(config.dtype)  # a server holds the weights in model.dtype
+        # The dtype the server holds the weights in (the trainer's compute dtype unless it says
+        # otherwise): the trainer's side of the fingerprint is rounded to it.
+        self._rounded = fingerprint.Rounded(served_dtype or config.dtype)
         self.ckpt_root, self.serving = run_dir / "checkpoints", run_dir / "serving"
         self.trainer = None  # RSFTTrainer, or DataParallelTrainer over rsft.processes
         self._ids: dict[Path, str] = {}  # weights id of the base model and of serving/ as last written
