@@ -21,6 +21,18 @@ from whale.testing import ROOT, make_project
 SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 
 
+@pytest.fixture(autouse=True)
+def interruptible_children():
+    """A non-interactive shell's background job (``make test &``) ignores SIGINT, and a child
+    inherits an ignored signal across exec: the commands below would never see the Ctrl-C they are
+    sent. Handled here instead of ignored, SIGINT reaches each child as the default."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def processes() -> dict[int, tuple[int, str, str, int]]:
     """pid -> (parent pid, start time, command, session) of every live process."""
     out = {}
