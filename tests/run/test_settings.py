@@ -130,6 +130,4 @@ def test_whale_run_refuses_before_starting_anything(tmp_path, args, expected):
     ({"kind": "openai", "vllm": {"dtype": "bfloat16"}}, "float32"),  # not a vLLM the run starts
 ])
 def test_the_fingerprint_rounds_to_the_dtype_the_server_holds(backend, expected):
-    from whale.run.context import served_dtype
-
-    assert served_dtype(load_settings(ROOT / "params.yaml", overrides={"backend": backend})) == expected
+    assert load_settings(ROOT / "params.yaml", overrides={"backend": backend}).served_dtype == expected

@@ -143,9 +143,10 @@ def _model(plan: Plan, s: Settings) -> None:
     n = parameters(json.loads(config_path.read_text()))
     ranks = s.rsft.processes
     where = f" on each of {ranks} data-parallel ranks" if ranks > 1 else ""
+    served = s.served_dtype
     plan.add(f"model: {config_path.parent}, about {n / 1e6:.0f} M parameters; trainer state (fp32 weights, "
              f"gradients, AdamW) about {16 * n / 2**30:.1f} GiB{where} before activations; served weights "
-             f"{(2 if s.model.dtype == 'bfloat16' else 4) * n / 2**30:.1f} GiB ({s.model.dtype}) before the KV cache")
+             f"{(2 if served == 'bfloat16' else 4) * n / 2**30:.1f} GiB ({served}) before the KV cache")
 
 
 def _spend(plan: Plan, s: Settings, sizes: dict[str, int]) -> None:

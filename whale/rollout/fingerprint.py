@@ -14,10 +14,9 @@ The trainer's side is computed with its weights rounded to the dtype the server 
 a bf16 server differs by bf16 rounding alone, 0.17-0.21 nats on SmolLM2's probes on CPU and on an
 H200, while one RSFT step at lr 1e-5 moved them 0.035 and at 1e-6 0.0035
 (``bench/fingerprint_noise.py``): no tolerance could tell a fresh bf16 server from a stale one
-that way. Rounded alike, equal weights agree up to kernel numerics:
-exactly for the transformers backend in bf16, but a bf16 vLLM on CPU computes otherwise and differs
-by about as much as a stale server does, so updates served that way cannot be verified (measured in
-docs/benchmarks.md).
+that way. Rounded alike, equal weights agree up to kernel numerics: exactly for the transformers
+backend in bf16, but a bf16 vLLM on CPU computes otherwise and differs by about as much as a stale
+server does, so updates served that way cannot be verified (measured in docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -79,17 +79,11 @@ def make_engine(settings: Settings, domain, model: str | Path, log_dir: str | Pa
 def vllm_config(settings: Settings, log_dir: str | Path = "runs/vllm") -> ServerConfig:
     """How the run starts its vLLM server (``backend.kind: vllm``)."""
     v = settings.backend.vllm
-    return ServerConfig(python=v.python, dtype=settings.model.dtype if v.dtype == "auto" else v.dtype,
+    return ServerConfig(python=v.python, dtype=settings.vllm_dtype,
                         kv_cache_gb=v.kv_cache_gb, max_num_seqs=v.max_num_seqs, max_model_len=v.max_model_len,
                         prefix_caching=v.prefix_caching, enforce_eager=v.enforce_eager,
                         start_timeout_s=v.start_timeout_s, log_dir=str(log_dir),
                         extra_args=tuple(v.extra_args))
-
-
-def served_dtype(settings: Settings) -> str:
-    """The dtype the rollout server holds the weights in: backend.vllm.dtype for a vLLM server,
-    model.dtype otherwise."""
-    return vllm_config(settings).dtype if settings.backend.kind == "vllm" else settings.model.dtype
 
 
 def rsft_config(settings: Settings) -> RSFTConfig:
@@ -141,7 +135,7 @@ class Run:
         resume = latest_checkpoint(self.dir / "checkpoints")
         self.engine = make_engine(settings, self.domain, resume or base_model, self.dir / "vllm")
         self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir,
-                               settings.backend.fingerprint_tol, served_dtype(settings))
+                               settings.backend.fingerprint_tol, settings.served_dtype)
         # Where rollout jobs run: here by default; the flow may hand them to Ray workers instead.
         self.dispatch = LocalDispatch(self.engine)
 

@@ -80,6 +80,18 @@ class Settings(Section):
                              "server and name it in backend.vllm.url")
         return self
 
+    @property
+    def vllm_dtype(self) -> str:
+        """The dtype a vLLM server computes in (``backend.vllm.dtype``, ``auto``: model.dtype)."""
+        v = self.backend.vllm.dtype
+        return self.model.dtype if v == "auto" else v
+
+    @property
+    def served_dtype(self) -> str:
+        """The dtype the rollout server holds the weights in (what the weight fingerprint rounds the
+        trainer's weights to): the vLLM server's for ``backend.kind: vllm``, else model.dtype."""
+        return self.vllm_dtype if self.backend.kind == "vllm" else self.model.dtype
+
     def check_domain(self, domain: str) -> None:
         """Refuse to run ``domain`` with settings that were not loaded for it while it has an overlay."""
         if self.domain != domain and (self.domain is not None or self.per_domain.get(domain)):
