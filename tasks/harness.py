@@ -65,6 +65,8 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
         notes_path=ROOT / "domains" / run.domain_name / "notes.md",
         contract_path=ROOT / "harnesses" / "contract.py", prompt_only=prompt_only, store=run.store,
         trial=make_trial(run, cycle, iteration, draft_allowance),
+        duplicate=(lambda source, parent: replays_parent(run, source, parent))
+        if run.settings.harness_search.skip_duplicates else None,
     )
     primary, fallback = make_proposers(run)
     proposal = propose_with_fallback(primary, fallback, ctx) if fallback else primary.propose(ctx)
@@ -112,12 +114,15 @@ def duplicated_parent(run: Run, harness_id: str, source: str) -> str | None:
     """The parent whose recorded episodes ``source`` replays unchanged (``harness_search.skip_duplicates``)."""
     if not run.settings.harness_search.skip_duplicates:
         return None
-    for parent in run.archive.parents(harness_id):
-        recorded = run.store.recorded_episodes(run.run_id, parent)
-        if recorded and same_behaviour(run.settings, run.domain, run.engine.backend.tokenizer, source,
-                                      run.archive.source(parent), recorded):
-            return parent
-    return None
+    return next((p for p in run.archive.parents(harness_id) if replays_parent(run, source, p)), None)
+
+
+def replays_parent(run: Run, source: str, parent: str) -> bool:
+    """True when ``source`` replays the latest recorded harness-split episodes of the archived
+    harness ``parent`` token for token, with the same rewards (whale/run/dedupe.py)."""
+    recorded = run.store.recorded_episodes(run.run_id, parent)
+    return bool(recorded) and same_behaviour(run.settings, run.domain, run.engine.backend.tokenizer, source,
+                                             run.archive.source(parent), recorded)
 
 
 @task(cache_policy=NONE, task_run_name="evaluate_harnesses-c{cycle}-i{iteration}")

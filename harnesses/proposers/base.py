@@ -63,6 +63,11 @@ class ProposerContext:
     # the budget, and answers what happened as text; raises ValueError with the reason when it
     # cannot (a broken module, no budget left). None: no drafts this iteration.
     trial: Callable[[str], str] | None = field(default=None, repr=False)
+    # (source, parent id) -> True when the source would replay the parent's recorded harness-split
+    # episodes unchanged (whale/run/dedupe.py), so its evaluation could not differ from the
+    # parent's. The run rejects such candidates unevaluated; a proposer that asks first can offer
+    # another in the slot. None: no check (``harness_search.skip_duplicates`` off).
+    duplicate: Callable[[str, str], bool] | None = field(default=None, repr=False)
 
 
 @dataclass

@@ -6,14 +6,17 @@ tool), ranks the domain's primitives by the failures they address times a prior,
 best ones to the parent's source, one mechanism per candidate. The parent is the incumbent,
 unless another harness of the archive ties it on reward under the same weights with fewer
 unsolved failures (a stepping stone: it searches, or stops truncating, where the incumbent does
-not, and the reward cannot show it yet). Primitives already in the parent's lineage and sources
-already in the archive are skipped. Seeded randomness only breaks
+not, and the reward cannot show it yet). Primitives already in the parent's lineage, sources
+already in the archive and, when the run offers the check (``ProposerContext.duplicate``), edits
+that would replay the parent's recorded episodes unchanged are skipped, so their slot goes to the
+next edit instead of to a candidate the run would reject unevaluated. Seeded randomness only breaks
 ties, so the same run state and seed give the same candidates. Candidates are ordinary harness
 modules: the incumbent's code plus a short commented layer or an in-place edit.
 """
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import duckdb
 
@@ -56,8 +59,9 @@ class OfflineProposer:
     """Up to ``ctx.M`` candidates: the best single primitive on the stepping stone, then one per
     operator in ``operators`` that has something new (``compose``, ``crossover``, ``mutate``:
     harnesses.proposers.variation; they take turns over iterations), each drawing its parent from
-    the archive's frontier; more single primitives fill what is left. Fewer (possibly none) when
-    nothing new is left."""
+    the archive's frontier; more single primitives fill what is left. A candidate that would
+    replay its parent unchanged (``ctx.duplicate``) gives its slot to the next. Fewer (possibly
+    none) when nothing new is left."""
 
     name = "offline"
 
@@ -96,13 +100,15 @@ class OfflineProposer:
             found = _variant(kind, ctx, front, known, parent, primitives, info, rng) if len(variants) < slots else None
             if found and _new(found[0].source, seen, ctx, base):
                 seen.add(harness_id(found[0].source))
-                variants.append(found)
+                if _changes(ctx, found[0].source, found[1]):
+                    variants.append(found)
         edits = [(p, e) for p, e in edits if harness_id(e.source) not in seen]
         ties = f"{parent}, which ties incumbent {ctx.incumbent_id} on reward"
         label = parent if parent == ctx.incumbent_id else ties
         candidates = [Candidate(source=e.source, hypothesis=_hypothesis(p, profile, label),
                                 axis=p.axis, components=lineage + [e.tag], parents=[parent],
-                                origin="offline") for p, e in _diverse(edits, ctx.M - len(variants))]
+                                origin="offline")
+                      for p, e in _diverse(edits, ctx.M - len(variants), lambda e: _changes(ctx, e.source, [parent]))]
         candidates += [Candidate(source=v.source, hypothesis=v.hypothesis, axis=v.axis,
                                  components=known[parents[0]][0] + v.tags, parents=parents, origin="offline")
                        for v, parents in variants]
@@ -132,6 +138,11 @@ def _new(source: str, seen: set[str], ctx: ProposerContext, base: str | None) ->
     if hid in seen or (ctx.archive_dir / f"{hid}.py").exists() or static_violations(source):
         return False
     return base is None or masked(source) == base
+
+
+def _changes(ctx: ProposerContext, source: str, parents: list[str]) -> bool:
+    """False when ``source`` would replay one of its parents' recorded episodes unchanged."""
+    return ctx.duplicate is None or not any(ctx.duplicate(source, p) for p in parents)
 
 
 def _lineage(view: duckdb.DuckDBPyConnection, ctx: ProposerContext, hid: str) -> list[str]:
@@ -167,16 +178,27 @@ def _variant(kind: str, ctx: ProposerContext, front: dict, known: dict, stone: s
     return Variant(v.source, v.tags, v.axis, f"{kind} of {parent} ({led}): {v.hypothesis}"), parents
 
 
-def _diverse(edits: list[tuple[Primitive, Edit]], m: int) -> list[tuple[Primitive, Edit]]:
-    """The best ``m`` edits, one per axis first (as the Claude proposer is asked to), then by rank."""
-    chosen, axes = [], set()
-    for p, e in edits:
-        if len(chosen) < m and p.axis not in axes:
-            chosen.append((p, e))
+def _diverse(edits: list[tuple[Primitive, Edit]], m: int,
+             keep: Callable[[Edit], bool] = lambda e: True) -> list[tuple[Primitive, Edit]]:
+    """The best ``m`` edits that ``keep`` admits, one per axis first (as the Claude proposer is
+    asked to), then by rank. ``keep`` is asked only of edits that would be chosen, at most once each."""
+    chosen, axes, refused = [], set(), set()
+
+    def take(i: int) -> bool:
+        if i in refused or edits[i] in chosen:
+            return False
+        if not keep(edits[i][1]):
+            refused.add(i)
+            return False
+        chosen.append(edits[i])
+        return True
+
+    for i, (p, _) in enumerate(edits):
+        if len(chosen) < m and p.axis not in axes and take(i):
             axes.add(p.axis)
-    for pe in edits:
-        if len(chosen) < m and pe not in chosen:
-            chosen.append(pe)
+    for i in range(len(edits)):
+        if len(chosen) < m:
+            take(i)
     return sorted(chosen, key=edits.index)
 
 

@@ -177,3 +177,21 @@ def test_weight_only_trains_data_parallel_over_two_processes(project):
     trained = table(db, "SELECT count(*) FROM train_steps WHERE NOT skipped")[0][0]
     assert trained >= 1 and result["weights_id"] != table(db, "SELECT weights_id FROM evals ORDER BY rowid")[0][0]
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("rsft-rank")]
+
+
+def test_the_offline_proposer_spends_no_slot_on_a_candidate_that_replays_its_parent(project, tiny_model_dir):
+    """Search QA's seed under random weights never searches, so edits that act on retrieved
+    passages change no episode; the proposer asks the run's replay check and offers others."""
+    from flows.whale import whale
+    from whale.testing import ROOT, make_project
+
+    tmp, _ = project
+    overrides = make_project(tmp, tiny_model_dir, domains=("search_qa",))
+    overrides["harness_search"].update({"M": 2, "h0": str(ROOT / "harnesses" / "seeds" / "search_qa.py")})
+    # the incumbent's re-evaluation (2 rollouts), one iteration of two candidates (4) and the re-check (4)
+    overrides["schedule"]["budget"] = 10
+    overrides["eval"].update({"every": 0, "phases": False})
+    whale(domain="search_qa", condition="harness_only", overrides=overrides)
+    db = tmp / "runs" / "search_qa-harness_only" / "rollouts.duckdb"
+    statuses = table(db, "SELECT status, count(*) FROM harnesses WHERE origin = 'offline' GROUP BY ALL")
+    assert statuses == [("ok", 2)]

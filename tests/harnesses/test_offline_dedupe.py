@@ -1,0 +1,83 @@
+"""The offline proposer asks the run's replay check (whale/run/dedupe.py) before it offers an edit:
+one that would replay its parent's recorded episodes unchanged gives its slot to the next.
+
+Search QA's seed under random text never searches, so an edit that acts on retrieved passages (a
+choice among their spans) changes no episode: the case that cost search runs their slots."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from domains import get_domain
+from harnesses.proposers.offline import OfflineProposer, harness_id
+from tests.offline_support import SEARCH, context
+from whale.rollout.backends.base import Sampling
+from whale.rollout.backends.null import NullBackend
+from whale.rollout.engine import Engine
+from whale.rollout.metrics import summarize
+from whale.run.dedupe import same_behaviour
+from whale.run.settings import load_settings
+from whale.testing import ROOT
+
+M = 3
+
+
+@pytest.fixture(scope="module")
+def sqa(tmp_path_factory):
+    d = get_domain("search_qa", str(tmp_path_factory.mktemp("sqa")))
+    d.prepare({"weight": 0, "harness": 6, "test": 0}, seed=0)
+    return d
+
+
+@pytest.fixture(scope="module")
+def recorded(sqa, tokenizer):
+    """The seed's harness-split episodes under random text, as the run stores them."""
+    out = Engine(NullBackend(tokenizer), sqa, Sampling()).run(SEARCH, sqa.examples("harness"), 1, seed=3,
+                                                               progress=False)
+    assert summarize(out)["n"] == 6
+    return [dataclasses.replace(r, run_id="r1", cycle=1, phase="harness", step=1, split="harness",
+                                harness_id=harness_id(SEARCH), weights_id="w2") for r in out]
+
+
+def replay_check(sqa, tokenizer, recorded, asked: list[str]):
+    settings = load_settings(ROOT / "params.yaml", None, {}, "search_qa")
+    episodes = [{"example_id": r.example_id, "token_ids": r.token_ids, "mask": r.mask, "reward": r.reward,
+                 "stop_reason": r.stop_reason} for r in recorded]
+
+    def duplicate(source: str, parent: str) -> bool:
+        assert parent == harness_id(SEARCH)
+        asked.append(harness_id(source))
+        return same_behaviour(settings, sqa, tokenizer, source, SEARCH, episodes)
+    return duplicate
+
+
+def test_an_edit_that_replays_its_parent_gives_its_slot_to_the_next(tmp_path, sqa, tokenizer, recorded):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    asked: list[str] = []
+    duplicate = replay_check(sqa, tokenizer, recorded, asked)
+    unchecked = OfflineProposer(seed=0).propose(context(tmp_path / "a", "search_qa", SEARCH, recorded, M=M))
+    wasted = [c for c in unchecked.candidates if duplicate(c.source, harness_id(SEARCH))]
+    # the case this is about: without the check a slot goes to an edit the run would reject unevaluated
+    assert wasted and len(unchecked.candidates) == M
+
+    ctx = context(tmp_path / "b", "search_qa", SEARCH, recorded, M=M)
+    asked.clear()
+    ctx.duplicate = duplicate
+    checked = OfflineProposer(seed=0).propose(ctx)
+    ids = [harness_id(c.source) for c in checked.candidates]
+    assert len(ids) == M and not any(duplicate(c.source, harness_id(SEARCH)) for c in checked.candidates)
+    # the slots went to the next edits, and the check was asked only of edits up for a slot
+    assert {harness_id(c.source) for c in wasted}.isdisjoint(ids)
+    assert set(ids) - {harness_id(c.source) for c in unchecked.candidates}
+    assert len(asked) - M <= len(asked) < M + 3 * len(wasted) + 4
+
+
+def test_without_the_check_nothing_changes(tmp_path, recorded):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    ctx = context(tmp_path / "a", "search_qa", SEARCH, recorded, M=M)
+    assert ctx.duplicate is None
+    again = context(tmp_path / "b", "search_qa", SEARCH, recorded, M=M)
+    again.duplicate = lambda source, parent: False
+    assert ([c.source for c in OfflineProposer(seed=0).propose(ctx).candidates]
+            == [c.source for c in OfflineProposer(seed=0).propose(again).candidates])
