@@ -21,6 +21,7 @@ from tasks.weight import filter_by_verifier, sample_rollouts, sft_step
 from whale.run.context import Run
 from whale.run.drafts import draft_allowance
 from whale.run.schedule import Decision, HarnessRule, Spend, WeightRule, recheck_rollouts
+from whale.run.stop import raise_if_stopped
 
 MAX_IDLE_ITERATIONS = 3
 
@@ -92,6 +93,7 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, spend: 
     every = checkpoint_every if checkpoint_every is not None else rsft.checkpoint_every
     reason = f"fixed length: {max_steps} steps"
     while max_steps is None or step < first_step + max_steps:
+        raise_if_stopped()
         d = spend.decision()
         if d.stop:
             reason = d.reason
@@ -152,6 +154,7 @@ def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations:
     evaluate_harnesses(run, cycle, 1, [incoming, *revived])  # callers start a phase only while the budget is open
     unit(1, [incoming, *revived])
     while True:
+        raise_if_stopped()
         if idle >= MAX_IDLE_ITERATIONS:  # without it, a proposer whose candidates never run would never end
             reason = f"stalled: no candidate ran in {idle} iterations"
             break

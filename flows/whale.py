@@ -11,6 +11,7 @@ from whale.run.conditions import get_condition
 from whale.run.context import Run
 from whale.run.schedule import HarnessRule, Spend, WeightRule, epochs_to_steps
 from whale.run.settings import Settings, load_settings
+from whale.run.stop import raise_if_stopped
 
 MAX_CYCLES = 30
 
@@ -127,6 +128,7 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
             final = _stagewise(run, h0, spend)
         else:
             final = _alternate(run, h0, spend)
+        raise_if_stopped()  # an interrupted run is not evaluated as if it had ended
         _final(run, final, spend)
         result = run.store.row("SELECT mean_at_k, cumulative_rollouts FROM evals WHERE run_id = ? "
                                "ORDER BY rowid DESC LIMIT 1", [run.run_id])  # the last one taken

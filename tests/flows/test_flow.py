@@ -195,3 +195,24 @@ def test_the_offline_proposer_spends_no_slot_on_a_candidate_that_replays_its_par
     db = tmp / "runs" / "search_qa-harness_only" / "rollouts.duckdb"
     statuses = table(db, "SELECT status, count(*) FROM harnesses WHERE origin = 'offline' GROUP BY ALL")
     assert statuses == [("ok", 2)]
+
+
+def test_a_stop_asked_for_before_a_phase_ends_the_run_before_its_first_step(project):
+    """What the phases do when a signal's exit was swallowed: raise it again at the next step."""
+    import signal
+
+    from flows.whale import whale
+    from whale.run import stop
+
+    tmp, overrides = project
+    stop.clear()
+    stop.request_stop(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as e:
+            whale(domain="chess_puzzles", condition="whale", overrides=overrides)
+    finally:
+        stop.clear()
+    assert e.value.code == 128 + signal.SIGTERM
+    db = tmp / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
+    assert table(db, "SELECT DISTINCT phase FROM rollouts") == [("eval",)]  # the start's evaluation only
+    assert table(db, "SELECT count(*) FROM phases")[0][0] == 0

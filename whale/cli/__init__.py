@@ -9,6 +9,7 @@ from importlib import import_module
 from domains import NAMES
 from whale.cli.options import overrides
 from whale.run.settings import load_settings
+from whale.run.stop import describe, request_stop, stop_requested
 
 # name -> (module under whale.cli, one-line help); a command's module is imported only when used.
 COMMANDS = {
@@ -41,7 +42,9 @@ def parser() -> argparse.ArgumentParser:
 def _stop(signum: int, frame) -> None:
     # Python's default SIGTERM ends the process on the spot: no finally, no atexit, so the
     # temporary Prefect server and the model server would outlive the run. Unwinding instead
-    # runs them (Prefect's own handler records the crash first and then calls this one).
+    # runs them (Prefect's own handler records the crash first and then calls this one). The
+    # request is also recorded: should something swallow the exit, the phases raise it again.
+    request_stop(signum)
     raise SystemExit(128 + signum)
 
 
@@ -57,4 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"whale: {e}", file=sys.stderr)
         return 2
+    signum = stop_requested()
+    if signum is not None:  # the exit was swallowed on its way up: the command did not finish as asked
+        print(f"whale: stopped by {describe(signum)}", file=sys.stderr)
+        return 128 + signum
     return 0

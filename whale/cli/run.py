@@ -12,6 +12,7 @@ from pathlib import Path
 from domains import NAMES
 from whale.cli.options import add_set, overrides
 from whale.run.conditions import CONDITIONS
+from whale.run.stop import raise_if_stopped
 
 
 def add_arguments(p) -> None:
@@ -70,6 +71,7 @@ def run(args, settings) -> None:
     from flows.whale import whale
 
     for condition, run_id, override in jobs(args):
+        raise_if_stopped()  # a stop asked for during one run ends the runs after it too
         result = whale(domain=args.domain, condition=condition, run_id=run_id, profile=args.profile,
                        overrides=override, params_path=args.params)
         print(json.dumps(result, indent=2, sort_keys=True))
