@@ -48,10 +48,18 @@ def _stop(signum: int, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def _interrupt(signum: int, frame) -> None:
+    # Ctrl-C as Python has it (KeyboardInterrupt), remembered like SIGTERM.
+    request_stop(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _stop)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         module = _module(args.cmd)
         domain = getattr(args, "domain", None)  # a run's domain selects its per_domain overlay
