@@ -12,16 +12,14 @@ import random
 
 import duckdb
 
+from whale.store.archive_queries import harness_example_means, previous_search_weights
+
 
 def example_means(con: duckdb.DuckDBPyConnection, weights_id: str) -> dict[str, dict[str, float]]:
     """harness -> example -> mean reward, for `ok` harnesses scored on the harness split under
     ``weights_id`` (the proposer's view of the store)."""
-    rows = con.execute(
-        "SELECT r.harness_id, r.example_id, avg(coalesce(r.reward, 0)) FROM rollouts r "
-        "JOIN harnesses h USING (harness_id) WHERE r.split = 'harness' AND r.weights_id = ? "
-        "AND h.status = 'ok' GROUP BY ALL ORDER BY ALL", [weights_id]).fetchall()
     out: dict[str, dict[str, float]] = {}
-    for hid, example, mean in rows:
+    for hid, example, mean in harness_example_means(con, weights_id):
         out.setdefault(hid, {})[example] = mean
     return out
 
@@ -55,11 +53,9 @@ def revivals(con: duckdb.DuckDBPyConnection, weights_id: str, incoming: str, top
     re-scores under new weights beside the incoming harness (``harness_search.rescore_frontier``)."""
     if top <= 0:
         return []
-    row = con.execute(
-        "SELECT weights_id FROM rollouts WHERE split = 'harness' AND phase = 'harness' AND weights_id <> ? "
-        "GROUP BY weights_id ORDER BY max(cycle) DESC, max(step) DESC, weights_id LIMIT 1", [weights_id]).fetchone()
-    if row is None:
+    previous = previous_search_weights(con, weights_id)
+    if previous is None:
         return []
-    means = example_means(con, row[0])
+    means = example_means(con, previous)
     front = [h for h in frontier(means) if h != incoming]
     return sorted(front, key=lambda h: (-sum(means[h].values()) / len(means[h]), h))[:top]

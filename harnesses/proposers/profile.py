@@ -12,6 +12,7 @@ import re
 import duckdb
 
 from harnesses.proposers.primitives import FAILURES
+from whale.store.archive_queries import components_and_parents, latest_harness_episodes, scored_peers
 
 # Failures that keep an episode from being graded at all (see `unsolved`).
 UNSOLVED = ("not_formatted", "truncated", "turn_cap", "error", "tool_error")
@@ -31,15 +32,7 @@ def failure_profile(con: duckdb.DuckDBPyConnection, harness_id: str) -> dict:
     ``no_tool`` (the environment never executed an action: a harness's own nudges do not count).
     Also ``n``, ``success``, ``mean_reward``, ``mean_turns``, ``mean_tokens_out`` and ``weights_id``.
     """
-    rows = con.execute(
-        """
-        WITH latest AS (
-            SELECT weights_id FROM rollouts WHERE harness_id = ? AND split = 'harness'
-            GROUP BY weights_id ORDER BY max(cycle) DESC, max(step) DESC, weights_id LIMIT 1)
-        SELECT weights_id, stop_reason, formatted, reward, turns, tokens_out, messages, verdict, tool_calls
-        FROM rollouts WHERE harness_id = ? AND split = 'harness'
-          AND weights_id = (SELECT weights_id FROM latest)
-        """, [harness_id, harness_id]).fetchall()
+    rows = latest_harness_episodes(con, harness_id)
     profile = {"n": len(rows), "weights_id": rows[0][0] if rows else None, "success": 0.0, "mean_reward": 0.0,
                "mean_turns": 0.0, "mean_tokens_out": 0.0, **{k: 0.0 for k in FAILURES}}
     if not rows:
@@ -82,11 +75,7 @@ def stepping_stone(con: duckdb.DuckDBPyConnection, incumbent_id: str, tool_expec
     best, profile = incumbent_id, failure_profile(con, incumbent_id)
     if not profile["n"]:
         return best, profile
-    others = con.execute(
-        "SELECT DISTINCT r.harness_id FROM rollouts r JOIN harnesses h USING (harness_id) "
-        "WHERE r.split = 'harness' AND r.weights_id = ? AND h.status = 'ok' AND r.harness_id <> ? "
-        "ORDER BY r.harness_id", [profile["weights_id"], incumbent_id]).fetchall()
-    for (hid,) in others:
+    for hid in scored_peers(con, profile["weights_id"], incumbent_id):
         p = failure_profile(con, hid)
         if (p["weights_id"] == profile["weights_id"] and p["mean_reward"] >= profile["mean_reward"] - 1e-9
                 and unsolved(p, tool_expected) < unsolved(profile, tool_expected) - 1e-9):
@@ -123,10 +112,10 @@ def lineage_components(con: duckdb.DuckDBPyConnection, harness_id: str) -> list[
         if hid in seen:
             continue
         seen.add(hid)
-        row = con.execute("SELECT components, parents FROM harnesses WHERE harness_id = ?", [hid]).fetchone()
+        row = components_and_parents(con, hid)
         if row:
-            order.append(list(row[0] or []))
-            frontier += list(row[1] or [])
+            order.append(row[0])
+            frontier += row[1]
     out = []
     for components in reversed(order):
         out += [c for c in components if c not in out]
