@@ -2,6 +2,7 @@
 transformers engine (the reference): tokens, choices, stops, seeds, weight sync, crash, shutdown."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -140,6 +141,30 @@ def test_a_crashed_server_is_restarted_on_the_served_weights(backend, requests):
     backend.server.proc.wait(timeout=30)
     assert same(backend.generate(requests, GREEDY), before)
     assert backend.restarts == 1 and backend.server.alive()
+
+
+def engine_core(server_pid: int) -> int:
+    """The pid of the server's engine core process (its API server's child, named by vLLM)."""
+    from pathlib import Path
+
+    for pid in group_members(server_pid):
+        try:
+            if "EngineCore" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                return pid
+        except OSError:
+            continue
+    raise AssertionError(f"no EngineCore among {group_members(server_pid)}")
+
+
+def test_a_dead_engine_core_under_a_live_api_server_is_recovered_from(backend, requests):
+    """The engine core dies with requests in flight; the API server answers them 500 instead of
+    closing the connection: that too restarts the server, and the requests are served again."""
+    long = [dataclasses.replace(r, max_new_tokens=256) for r in requests]
+    before, restarts = backend.generate(long, GREEDY), backend.restarts
+    futures = backend.submit(long, GREEDY)
+    os.kill(engine_core(backend.server.proc.pid), signal.SIGKILL)
+    assert same([f.result(timeout=300) for f in futures], before)
+    assert backend.restarts == restarts + 1 and backend.server.alive()
 
 
 def test_a_missing_interpreter_names_the_make_target(vllm_tiny_dir, tmp_path):

@@ -26,6 +26,10 @@ from whale.rollout.backends.base import Backend, GenRequest, GenResult, Sampling
 WEIGHTS_HEADER = "x-whale-weights-id"
 
 
+class ServerError(RuntimeError):
+    """The server answered 5xx: its fault, not the request's (a managed server may be restarted)."""
+
+
 class OpenAIBackend(Backend):
     concurrent = True
 
@@ -57,7 +61,8 @@ class OpenAIBackend(Backend):
 
     def _check(self, reply: httpx.Response, what: str) -> httpx.Response:
         if reply.status_code != 200:
-            raise RuntimeError(f"{self.base_url}: {what} answered {reply.status_code}: {reply.text[:500]}")
+            kind = ServerError if reply.status_code >= 500 else RuntimeError
+            raise kind(f"{self.base_url}: {what} answered {reply.status_code}: {reply.text[:500]}")
         return reply
 
     def load(self, model_dir: str) -> str:

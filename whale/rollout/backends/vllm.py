@@ -30,7 +30,7 @@ import httpx
 
 from whale.model import weights_id as local_weights_id
 from whale.rollout.backends.base import GenRequest, GenResult, Sampling
-from whale.rollout.backends.openai import OpenAIBackend
+from whale.rollout.backends.openai import OpenAIBackend, ServerError
 from whale.rollout.backends.vllm_server import ServerConfig, VLLMServer
 from whale.rollout.backends.vllm_weights import servable
 
@@ -126,7 +126,8 @@ class VLLMBackend(OpenAIBackend):
     def _complete(self, req: GenRequest, sampling: Sampling) -> GenResult:
         try:
             result = super()._complete(req, sampling)
-        except TRANSPORT_ERRORS:
+        except (*TRANSPORT_ERRORS, ServerError):
+            # a dead engine core answers 500 while its API server lives on: recover as from a crash
             self._recover()
             result = super()._complete(req, sampling)
         if req.choices:
@@ -143,7 +144,8 @@ class VLLMBackend(OpenAIBackend):
                                f"--logits-processors {CHOICE_PROCESSOR} and {PLUGIN} on its PYTHONPATH")
 
     def _recover(self) -> None:
-        """After a transport error: restart a dead managed server on the served weights, or give up."""
+        """After a transport error or a 5xx: restart a dead or unhealthy managed server on the served
+        weights (a healthy one is left alone: the caller's one retry tells), or give up."""
         server = self.server
         if server is None:
             return  # an external server: the retry tells whether it is back
