@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from domains import get_domain
 from tests.support.chess import LineBackend
+from tests.support.replay import as_recorded, harness_split_domain
 from whale.rollout.backends.base import Sampling
 from whale.rollout.backends.null import NullBackend
 from whale.rollout.backends.recorded import RecordedBackend, replies
@@ -19,9 +19,7 @@ SEED = (ROOT / "harnesses" / "seeds" / "chess_puzzles.py").read_text()
 
 @pytest.fixture(scope="module")
 def chess(tmp_path_factory):
-    d = get_domain("chess_puzzles", str(tmp_path_factory.mktemp("chess")))
-    d.prepare({"weight": 0, "harness": 6, "test": 0}, seed=0)
-    return d
+    return harness_split_domain("chess_puzzles", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +29,8 @@ def settings():
 
 def record(domain, backend) -> list[dict]:
     """The parent's harness-split episodes as the store keeps them."""
-    out = Engine(backend, domain, Sampling()).run(SEED, domain.examples("harness"), 1, seed=3, progress=False)
-    return [{"example_id": r.example_id, "token_ids": r.token_ids, "mask": r.mask, "reward": r.reward,
-             "stop_reason": r.stop_reason} for r in out]
+    return as_recorded(Engine(backend, domain, Sampling()).run(SEED, domain.examples("harness"), 1, seed=3,
+                                                               progress=False))
 
 
 @pytest.fixture(scope="module", params=["solver", "random"])

@@ -9,7 +9,7 @@ from importlib import import_module
 from domains import NAMES
 from whale.cli.options import overrides
 from whale.run.settings import load_settings
-from whale.run.stop import describe, request_stop, stop_requested
+from whale.run.stop import request_stop, stop_requested
 
 # name -> (module under whale.cli, one-line help); a command's module is imported only when used.
 COMMANDS = {
@@ -70,6 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signum = stop_requested()
     if signum is not None:  # the exit was swallowed on its way up: the command did not finish as asked
-        print(f"whale: stopped by {describe(signum)}", file=sys.stderr)
+        print(f"whale: stopped by {signal.Signals(signum).name}", file=sys.stderr)
         return 128 + signum
     return 0

@@ -8,8 +8,6 @@ check it between steps and iterations, and the command line exits non-zero whene
 """
 from __future__ import annotations
 
-import signal
-
 _requested: list[int] = []
 
 
@@ -33,7 +31,3 @@ def raise_if_stopped() -> None:
 def clear() -> None:
     """Forget requests (a process that runs several commands, such as a test)."""
     _requested.clear()
-
-
-def describe(signum: int) -> str:
-    return signal.Signals(signum).name
