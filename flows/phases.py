@@ -22,6 +22,7 @@ from whale.run.context import Run
 from whale.run.drafts import draft_allowance
 from whale.run.schedule import Decision, HarnessRule, Spend, WeightRule, recheck_rollouts
 from whale.run.stop import raise_if_stopped
+from whale.store import run_queries
 
 MAX_IDLE_ITERATIONS = 3
 
@@ -37,8 +38,7 @@ class PhaseEnd:
 
 def completed(run: Run, cycle: int, phase: str, spend: Spend) -> PhaseEnd | None:
     """The recorded end of a finished phase (its rollouts charged to ``spend``), else None."""
-    row = run.store.row("SELECT harness_id, weights_id, last_step, reason, rollouts FROM phases "
-                        "WHERE run_id = ? AND cycle = ? AND phase = ?", [run.run_id, cycle, phase])
+    row = run_queries.phase_end(run.store, run.run_id, cycle, phase)
     if not row:
         return None
     spend.charge(row["rollouts"] or 0)
@@ -69,8 +69,7 @@ def grid(run: Run, spend: Spend, cycle: int, harness_id: str) -> None:
     every = run.settings.eval.every
     if not every:
         return
-    done = {p for (p,) in run.store.query("SELECT phase FROM evals WHERE run_id = ? AND phase LIKE 'grid-%'",
-                                          [run.run_id])}
+    done = run_queries.grid_points_done(run.store, run.run_id)
     for point in range(1, spend.spent // every + 1):
         if f"grid-{point}" not in done:
             evaluate_test(run, cycle, f"grid-{point}", harness_id, spend.spent)
@@ -87,8 +86,7 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, spend: 
     run.weights.start_training()
     step = max(first_step, run.weights.resume_step())
     # Steps before the checkpoint are not replayed: their rollouts were spent all the same.
-    spent = run.store.query("SELECT count(*) FROM rollouts WHERE run_id = ? AND cycle = ? AND phase = 'weight' "
-                            "AND step >= ? AND step < ?", [run.run_id, cycle, first_step, step])[0][0]
+    spent = run_queries.weight_rollouts_between(run.store, run.run_id, cycle, first_step, step)
     spend.charge(spent)
     every = checkpoint_every if checkpoint_every is not None else rsft.checkpoint_every
     reason = f"fixed length: {max_steps} steps"

@@ -12,6 +12,7 @@ from whale.run.context import Run
 from whale.run.schedule import HarnessRule, Spend, WeightRule, epochs_to_steps
 from whale.run.settings import Settings, load_settings
 from whale.run.stop import raise_if_stopped
+from whale.store import run_queries
 
 MAX_CYCLES = 30
 
@@ -30,7 +31,7 @@ def _final(run: Run, harness_id: str, spend: Spend) -> None:
     """Without phase evaluations the end of the run is evaluated on its own (free when a grid
     point already measured the same weights and harness)."""
     if not run.settings.eval.phases:
-        (cycle,) = run.store.query("SELECT coalesce(max(cycle), 0) FROM evals WHERE run_id = ?", [run.run_id])[0]
+        cycle = run_queries.last_evaluated_cycle(run.store, run.run_id)
         evaluate_test(run, cycle, "final", harness_id, spend.spent)
 
 
@@ -130,8 +131,7 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
             final = _alternate(run, h0, spend)
         raise_if_stopped()  # an interrupted run is not evaluated as if it had ended
         _final(run, final, spend)
-        result = run.store.row("SELECT mean_at_k, cumulative_rollouts FROM evals WHERE run_id = ? "
-                               "ORDER BY rowid DESC LIMIT 1", [run.run_id])  # the last one taken
+        result = run_queries.last_evaluation(run.store, run.run_id)
         return {"run_id": run.run_id, "run_dir": str(run.dir), "final_harness": final,
                 "test_mean_at_k": result["mean_at_k"], "weights_id": run.weights_id,
                 "rollouts": int(result["cumulative_rollouts"])}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from whale.files import write_atomic
 from whale.ids import harness_id
-from whale.store import Store
+from whale.store import Store, archive_queries
 
 # `unscored`: proposed, but the budget was spent before its evaluation could start.
 # `duplicate`: replays its parent's recorded episodes token for token (whale.run.dedupe): not run.
@@ -63,19 +63,17 @@ class Archive:
     def set_status(self, hid: str, status: str, error: str | None = None) -> None:
         if status not in STATUSES:
             raise ValueError(f"unknown harness status {status!r}")
-        self.store.execute("UPDATE harnesses SET status = ?, error = ? WHERE harness_id = ?", [status, error, hid])
+        archive_queries.set_harness_verdict(self.store.con, hid, status, error)
 
     def set_null_reward(self, hid: str, reward: float) -> None:
-        self.store.execute("UPDATE harnesses SET null_reward = ? WHERE harness_id = ?", [reward, hid])
+        archive_queries.set_null_reward(self.store.con, hid, reward)
 
     def null_reward(self, hid: str) -> float | None:
-        row = self.store.query("SELECT null_reward FROM harnesses WHERE harness_id = ?", [hid])
-        return row[0][0] if row else None
+        return archive_queries.null_reward(self.store.con, hid)
 
     def parents(self, hid: str) -> list[str]:
-        row = self.store.query("SELECT parents FROM harnesses WHERE harness_id = ?", [hid])
-        return list(row[0][0] or []) if row else []
+        found = archive_queries.components_and_parents(self.store.con, hid)
+        return found[1] if found else []
 
     def status(self, hid: str) -> tuple[str, str | None] | None:
-        row = self.store.query("SELECT status, error FROM harnesses WHERE harness_id = ?", [hid])
-        return row[0] if row else None
+        return archive_queries.harness_verdict(self.store.con, hid)

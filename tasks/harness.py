@@ -16,7 +16,7 @@ from whale.run.acceptance import AcceptRule, accept
 from whale.run.context import Request, Run, sandbox_limits
 from whale.run.dedupe import same_behaviour
 from whale.run.drafts import make_trial
-from whale.store import RECHECK_ITERATION
+from whale.store import RECHECK_ITERATION, run_queries
 from whale.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,10 +54,9 @@ def propose_harnesses(run: Run, cycle: int, iteration: int, incumbent: str, prom
 
     Resume: an iteration whose candidates are already archived is not proposed again.
     """
-    known = run.store.query("SELECT harness_id FROM harnesses WHERE cycle = ? AND iteration = ? "
-                            "AND origin <> 'seed' ORDER BY created_at, harness_id", [cycle, iteration])
+    known = run_queries.iteration_candidates(run.store, cycle, iteration)
     if known:
-        return [h for (h,) in known]
+        return known
     ctx = ProposerContext(
         run_id=run.run_id, domain=run.domain_name, cycle=cycle, iteration=iteration,
         M=run.settings.harness_search.M, seed=run.settings.seed, incumbent_id=incumbent,
@@ -136,10 +135,7 @@ def evaluate_harnesses(run: Run, cycle: int, iteration: int, harness_ids: list[s
     """
     scores: dict[str, dict | None] = {}
     for hid in harness_ids:
-        scores[hid] = run.store.row(
-            "SELECT harness_id, mean_reward, mean_turns, n FROM scores WHERE run_id = ? AND harness_id = ? "
-            "AND weights_id = ? AND cycle = ? AND iteration = ? AND split = 'harness'",
-            [run.run_id, hid, run.weights_id, cycle, iteration])
+        scores[hid] = run_queries.harness_score(run.store, run.run_id, hid, run.weights_id, cycle, iteration)
     todo = [h for h in harness_ids if scores[h] is None and run.archive.status(h)[0] != "error"]
     examples = run.domain.examples("harness")
     first = run.settings.harness_search.smoke_examples if smoke else 0
@@ -171,12 +167,8 @@ def _score(run: Run, cycle: int, iteration: int, harness_id: str, rollouts) -> d
     return {"harness_id": harness_id, "mean_reward": m["mean_at_k"], "mean_turns": m["mean_turns"], "n": m["n"]}
 
 
-def _ranked(run: Run, cycle: int, iterations: str, limit: int) -> list[tuple]:
-    return run.store.query(
-        "SELECT harness_id, mean_reward, mean_turns, iteration FROM scores WHERE run_id = ? AND cycle = ? "
-        f"AND weights_id = ? AND split = 'harness' AND {iterations} "
-        "ORDER BY mean_reward DESC, mean_turns ASC, iteration ASC, harness_id LIMIT ?",
-        [run.run_id, cycle, run.weights_id, limit])
+def _ranked(run: Run, cycle: int, recheck: bool, limit: int) -> list[tuple]:
+    return run_queries.ranked_scores(run.store, run.run_id, cycle, run.weights_id, limit, recheck)
 
 
 @task(cache_policy=NONE)
@@ -186,7 +178,7 @@ def select_harness(run: Run, cycle: int) -> dict:
     Ties go to fewer mean turns, then to the earlier iteration: a newcomer must be strictly better.
     When the phase was re-checked (``recheck_harnesses``), the re-check scores decide.
     """
-    rows = _ranked(run, cycle, f"iteration = {RECHECK_ITERATION}", 1) or _ranked(run, cycle, "iteration >= 1", 1)
+    rows = _ranked(run, cycle, True, 1) or _ranked(run, cycle, False, 1)
     hid, score, turns, it = rows[0]
     return {"harness_id": hid, "mean_reward": score, "mean_turns": turns, "iteration": it}
 
@@ -204,7 +196,7 @@ def recheck_harnesses(run: Run, cycle: int, incoming: str, top: int, samples: in
     allows it) each gets ``samples`` more samples per harness-split example, the same seeds for
     all, stored as iteration 0."""
     examples = run.domain.examples("harness")
-    challengers = [hid for hid, *_ in _ranked(run, cycle, "iteration >= 1", top + 1) if hid != incoming][:top]
+    challengers = [hid for hid, *_ in _ranked(run, cycle, False, top + 1) if hid != incoming][:top]
     if not challengers or not sample:  # nothing to decide between, or no budget left: no samples spent
         return [incoming, *challengers]
     hids = [incoming, *challengers]
@@ -220,10 +212,7 @@ def accept_harness(run: Run, cycle: int, incoming: str, rechecked: list[str]) ->
     """The phase's accepted harness: a re-checked challenger whose paired advantage over the
     incoming harness clears ``harness_search.accept``, else the incoming one."""
     rule = AcceptRule(**run.settings.harness_search.accept.model_dump())
-    rows = run.store.query(
-        "SELECT harness_id, example_id, avg(reward), avg(turns) FROM rollouts WHERE run_id = ? AND cycle = ? "
-        "AND phase = 'harness' AND split = 'harness' AND weights_id = ? AND list_contains(?, harness_id) "
-        "GROUP BY ALL", [run.run_id, cycle, run.weights_id, rechecked])
+    rows = run_queries.harness_phase_example_means(run.store, run.run_id, cycle, run.weights_id, rechecked)
     per_example: dict[str, dict[str, float]] = {}
     turns: dict[str, list[float]] = {}
     for hid, ex, reward, t in rows:

@@ -7,6 +7,7 @@ from prefect.cache_policies import NONE
 from tasks import log
 from whale.rollout.metrics import summarize
 from whale.run.context import Request, Run
+from whale.store import run_queries
 
 TEST_SEED_OFFSET = 10_007  # test rollouts draw from their own seeds, apart from the run's other batches
 
@@ -19,12 +20,11 @@ def evaluate_test(run: Run, cycle: int, phase: str, harness_id: str, spent: int)
     A (harness, weights) pair already evaluated in this run is read back, not re-rolled.
     """
     # A boundary is evaluated once; on resume the backend may already serve later weights.
-    done = run.store.row("SELECT * FROM evals WHERE run_id = ? AND cycle = ? AND phase = ?",
-                         [run.run_id, cycle, phase])
+    done = run_queries.evaluation(run.store, run.run_id, cycle, phase)
     if done:
         return done
     k, examples = run.settings.eval.k, run.domain.examples("test")
-    number = run.store.query("SELECT count(*) FROM evals WHERE run_id = ?", [run.run_id])[0][0]
+    number = run_queries.evaluations_taken(run.store, run.run_id)
     key = run.key(cycle, "eval", number, harness_id, examples, k, run.settings.seed + TEST_SEED_OFFSET,
                   any_boundary=True)
     (result,) = run.rollouts([Request([(key, examples)], f"test eval c{cycle} {phase}")])

@@ -13,6 +13,7 @@ import re
 import duckdb
 
 from harnesses.proposers.base import ProposerContext
+from whale.store import archive_queries
 
 MAX_HITS = 60
 MAX_PATTERN = 200
@@ -44,8 +45,7 @@ def search_run(ctx: ProposerContext, view: duckdb.DuckDBPyConnection, pattern: s
         hits += [f"notes line {n}: {line.strip()}"
                  for n, line in enumerate(ctx.notes_path.read_text().splitlines(), 1) if rx.search(line)]
     if where in ("all", "rollouts"):
-        rows = view.execute("SELECT harness_id, weights_id, example_id, sample_idx, reward, messages FROM rollouts "
-                            "ORDER BY harness_id, weights_id, example_id, sample_idx").fetchall()
+        rows = archive_queries.rollout_messages(view)
         for hid, weights, example, sample, reward, messages in rows:
             for turn, m in enumerate(json.loads(messages) if isinstance(messages, str) else messages or []):
                 text = str(m.get("content", ""))

@@ -18,6 +18,7 @@ from harnesses.proposers.sql_tool import cap as _cap
 from harnesses.sandbox import static_violations
 from harnesses.validate import prompt_only_violation
 from whale.ids import harness_id
+from whale.store import archive_queries
 
 MAX_RESULT_CHARS = 30_000  # any one tool result
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -136,12 +137,8 @@ class Workbench:
         return _cap(out, MAX_RESULT_CHARS), False
 
     def tool_list_harnesses(self) -> str:
-        rows = self.view.execute(
-            "SELECT harness_id, parents, origin, status, error, hypothesis, axis, cycle, iteration "
-            "FROM harnesses ORDER BY created_at, harness_id").fetchall()
-        scores = self.view.execute(
-            "SELECT harness_id, weights_id, cycle, iteration, n, mean_reward, format_rate, "
-            "truncation_rate, error_rate, mean_turns FROM scores ORDER BY cycle, iteration").fetchall()
+        rows = archive_queries.archived_harnesses(self.view)
+        scores = archive_queries.all_scores(self.view)
         out = []
         for hid, parents, origin, status, err, hyp, axis, cycle, it in rows:
             entry = {"harness_id": hid, "incumbent": hid == self.ctx.incumbent_id, "parents": parents,

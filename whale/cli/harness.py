@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from harnesses.archive import first_parents
-from whale.store import Store, find_stores, read_through_snapshot, score_label, store_path
+from whale.store import Store, archive_queries, find_stores, read_through_snapshot, score_label, store_path
 
 FIELDS = ("harness_id", "domain", "parents", "origin", "hypothesis", "axis", "components",
           "status", "error", "cycle", "iteration", "null_reward")
@@ -48,8 +48,7 @@ def _open(run_dir: Path) -> Store:
 
 def _resolve(store: Store, ref: str) -> str:
     """The harness id that ``ref`` names: a whole id or a unique prefix of one."""
-    ids = [h for (h,) in store.query("SELECT harness_id FROM harnesses WHERE starts_with(harness_id, ?) "
-                                     "ORDER BY harness_id", [ref])]
+    ids = archive_queries.ids_starting_with(store.con, ref)
     if not ids:
         raise ValueError(f"{store.path}: no harness id starts with {ref!r}")
     if len(ids) > 1 and ref not in ids:
@@ -65,15 +64,13 @@ def _source(run_dir: Path, hid: str) -> str:
 
 
 def _meta(store: Store) -> dict[str, dict]:
-    cols = ", ".join(FIELDS)
-    rows = store.query(f"SELECT {cols} FROM harnesses ORDER BY cycle, iteration, created_at, harness_id")
+    rows = archive_queries.harness_rows(store.con, list(FIELDS))
     return {r[0]: dict(zip(FIELDS, r, strict=False)) for r in rows}
 
 
 def _best_scores(store: Store) -> dict[str, list[tuple[str, float]]]:
     """Best harness-split score of each harness per weights id, in the order the weights first appeared."""
-    rows = store.query("SELECT harness_id, weights_id, max(mean_reward), min(cycle) AS c FROM scores "
-                       "WHERE split = 'harness' GROUP BY harness_id, weights_id ORDER BY harness_id, c, weights_id")
+    rows = archive_queries.best_scores(store.con)
     out: dict[str, list[tuple[str, float]]] = {}
     for hid, wid, best, _ in rows:
         out.setdefault(hid, []).append((wid, best))
@@ -83,7 +80,7 @@ def _best_scores(store: Store) -> dict[str, list[tuple[str, float]]]:
 def _roles(store: Store) -> dict[str, list[str]]:
     """What each harness was to the run's phases: accepted by a harness phase, trained under in a weight phase."""
     out: dict[str, list[str]] = {}
-    for cycle, phase, hid in store.query("SELECT cycle, phase, harness_id FROM phases ORDER BY cycle, phase DESC"):
+    for cycle, phase, hid in archive_queries.phase_harnesses(store.con):
         label = f"accepted c{cycle}" if phase == "harness" else f"weights c{cycle}"
         out.setdefault(hid, []).append(label)
     return out
@@ -99,9 +96,7 @@ def show(run_dir: str | Path, harness_id: str) -> str:
     with _open(Path(run_dir)) as store:
         hid = _resolve(store, harness_id)
         meta = _meta(store)[hid]
-        scores = store.query(
-            "SELECT weights_id, split, cycle, iteration, n, mean_reward, format_rate, truncation_rate, error_rate, "
-            "mean_turns FROM scores WHERE harness_id = ? ORDER BY cycle, iteration, split, weights_id", [hid])
+        scores = archive_queries.harness_scores(store.con, hid)
         roles = _roles(store).get(hid, [])
     lines = [f"harness {hid}  ({meta['domain']}, origin {meta['origin']}, status {meta['status']})",
              f"  created in cycle {meta['cycle']}, iteration {meta['iteration']}",

@@ -13,35 +13,13 @@ import duckdb
 import pandas as pd
 
 from whale.store import find_stores, read_through_snapshot
+from whale.store.report_queries import QUERIES, table_names
 from whale.train.checkpoint import META_FILE
 
 # At equal cumulative rollouts a grid point was taken mid-phase, before that phase's boundary.
 PHASE_ORDER = {"start": 0, "weight": 1, "harness": 2, "final": 3}
 GRID_ORDER = 0.5
 
-# Test-split mean@k of every (harness, weights) pair that has test rollouts, from any phase:
-# the run's own phase-boundary evaluations and `whale eval` measurements alike.
-MEASURED_SQL = """
-SELECT harness_id, weights_id, count(*) AS n_examples, max(n) AS k, sum(n) AS rollouts, avg(r) AS mean_at_k
-FROM (SELECT harness_id, weights_id, example_id, count(*) AS n, avg(reward) AS r
-      FROM rollouts WHERE split = 'test' GROUP BY ALL)
-GROUP BY ALL
-"""
-
-QUERIES = {
-    "runs": "SELECT run_id, domain, condition, params FROM runs ORDER BY run_id",
-    "evals": "SELECT * FROM evals WHERE split = 'test'",
-    "phases": "SELECT * FROM phases ORDER BY cycle, phase",
-    "harnesses": "SELECT * FROM harnesses ORDER BY cycle, iteration, harness_id",
-    "scores": "SELECT * FROM scores WHERE split = 'harness' ORDER BY cycle, iteration",
-    "proposer": "SELECT * FROM proposer_calls ORDER BY cycle, iteration",
-    "counts": "SELECT run_id, phase, count(*) AS rollouts FROM rollouts GROUP BY ALL ORDER BY ALL",
-    "measured": MEASURED_SQL,
-    # per-example test rewards of every (harness, weights) pair: the unit of the paired bootstrap
-    "by_example": "SELECT run_id, harness_id, weights_id, example_id, count(*) AS n, avg(reward) AS reward "
-                  "FROM rollouts WHERE split = 'test' GROUP BY ALL ORDER BY ALL",
-    "starts": "SELECT run_id, code FROM run_starts ORDER BY run_id, start",
-}
 # Tables a store written by an older version may lack: their query reads as no rows.
 ADDED_LATER = {"starts": ("run_starts", ["run_id", "code"])}
 
@@ -105,7 +83,7 @@ def load_runs(runs_dir: str | Path, run_ids: list[str] | None = None) -> tuple[l
 def _read(db: Path) -> dict[str, pd.DataFrame]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        tables = table_names(con)
         frames = {}
         for name, sql in QUERIES.items():
             table, columns = ADDED_LATER.get(name, (None, []))

@@ -33,7 +33,7 @@ from whale.run.guard import (
 from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
 from whale.run.settings import PLACEMENT, Settings
 from whale.run.weights import Weights
-from whale.store import Store, store_path
+from whale.store import Store, run_queries, store_path
 from whale.store.keys import RolloutKey
 from whale.train.checkpoint import latest_checkpoint
 from whale.train.rsft import RSFTConfig
@@ -141,7 +141,7 @@ class Run:
 
     def _check_same_run(self) -> None:
         """A run id names one (domain, condition, params): refuse to resume something else."""
-        row = self.store.row("SELECT domain, condition, params FROM runs WHERE run_id = ?", [self.run_id])
+        row = run_queries.run_identity(self.store, self.run_id)
         params = self.settings.as_json()
         if row is None:
             self.store.insert("runs", [{"run_id": self.run_id, "domain": self.domain_name,

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 
 from whale.ids import harness_id
+from whale.store import run_queries
 from whale.types import Rollout, RolloutContext
 
 TRANSCRIPT_CHARS = 4_000
@@ -35,8 +36,7 @@ def make_trial(run, cycle: int, iteration: int, allowance: int) -> Callable[[str
     examples = run.domain.examples("harness")[:h.draft_examples]
     # drafts of an interrupted call count
     used = run.store.draft_rollouts(run.run_id, cycle, iteration)
-    n = run.store.query("SELECT count(*) FROM drafts WHERE run_id = ? AND cycle = ? AND iteration = ?",
-                        [run.run_id, cycle, iteration])[0][0]
+    n = run_queries.drafts_taken(run.store, run.run_id, cycle, iteration)
 
     def trial(source: str) -> str:
         nonlocal used, n

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from whale.run.settings import Settings
-from whale.store import Store
+from whale.store import Store, run_queries
 from whale.train.rsft import steps_for_epochs
 
 
@@ -83,10 +83,7 @@ class WeightRule:
     def decide(self, store: Store, run_id: str, first_step: int, step: int) -> Decision:
         if step - first_step + 1 < self.min_steps:
             return Decision(False)
-        rows = store.query(
-            "SELECT step, avg(reward_mean) OVER (ORDER BY step ROWS BETWEEN ? PRECEDING AND CURRENT ROW) "
-            "FROM train_steps WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step",
-            [self.window - 1, run_id, first_step, step])
+        rows = run_queries.windowed_train_reward(store, run_id, first_step, step, self.window)
         best_step, best = _last_improvement(rows, first_step)
         if step - best_step >= self.patience:
             return Decision(True, f"patience: windowed train reward {best:.3f} last improved at step {best_step}")
@@ -118,10 +115,7 @@ class HarnessRule:
             return Decision(True, f"cap: {self.max_iters} proposer iterations")
         if proposed < self.min_iters:
             return Decision(False)
-        rows = store.query(
-            "SELECT greatest(iteration - 1, 1) AS p, max(mean_reward) FROM scores WHERE run_id = ? AND cycle = ? "
-            "AND weights_id = ? AND split = 'harness' AND iteration >= 1 GROUP BY p ORDER BY p",
-            [run_id, cycle, weights_id])
+        rows = run_queries.best_score_per_proposer_iteration(store, run_id, cycle, weights_id)
         best_p, best = _last_improvement(rows, 1)
         if proposed - best_p >= self.patience:
             return Decision(True, f"patience: best harness score {best:.3f} last improved at proposer iteration "
