@@ -113,7 +113,8 @@ def _null_guard(plan: Plan, s: Settings, domain: str, h0: Path, source: str) -> 
 
     h = s.harness_search
     null = null_policy_reward(s, domain_for(s, domain), source, AutoTokenizer.from_pretrained(tokenizer_dir))
-    plan.add(f"h0 null policy: {null:.3f} on the harness split ({h.null_samples} per example; "
+    plan.add(f"h0 null policy: {null:.3f} on the harness split ({h.null_samples} per example, "
+             f"{h.null_refine_samples} near a limit; "
              f"harness_search.max_null_reward {h.max_null_reward})")
     reason = null_guard_verdict(s, null)
     if reason:

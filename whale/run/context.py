@@ -177,10 +177,11 @@ class Run:
     def passes_null_guard(self, hid: str, source: str) -> bool:
         """Store the harness's null reward; refused by ``null_guard_verdict`` (against h0's null
         reward once h0 is archived) mark it ``solves_without_model``."""
-        null = null_policy_reward(self.settings, self.domain, source, self.engine.backend.tokenizer)
-        self.archive.set_null_reward(hid, null)
         h0 = getattr(self, "h0_id", None)
-        reason = null_guard_verdict(self.settings, null, None if h0 in (None, hid) else self.archive.null_reward(h0))
+        h0_null = None if h0 in (None, hid) else self.archive.null_reward(h0)
+        null = null_policy_reward(self.settings, self.domain, source, self.engine.backend.tokenizer, h0_null)
+        self.archive.set_null_reward(hid, null)
+        reason = null_guard_verdict(self.settings, null, h0_null)
         if reason:
             self.archive.set_status(hid, "solves_without_model", reason)
         return reason is None

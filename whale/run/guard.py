@@ -5,9 +5,11 @@ turn's choices; no model compute), run on every candidate, and the blind null po
 (``BlindBackend``: the served model answering from another example's context), run on h0 and on
 a challenger about to be accepted. A harness is refused above ``max_null_reward``, or, a
 candidate, above h0's own null reward by ``null_margin``. The uniform policy is cheap, so its
-mean is judged on ``null_samples`` per example; the blind one costs model compute and runs on few
-samples, so it refuses only when the lower end of its bootstrap interval over examples
-(``blind_level``) is above the limit: on a split of a few examples its mean alone is noise.
+mean is judged on ``null_samples`` per example, or on ``null_refine_samples`` when a limit lies
+within the first estimate's interval (near a limit the draw would otherwise decide); the blind
+one costs model compute and runs on few samples, so it refuses only when the lower end of its
+bootstrap interval over examples (``blind_level``) is above the limit: on a split of a few
+examples its mean alone is noise.
 """
 from __future__ import annotations
 
@@ -20,21 +22,33 @@ from whale.rollout.metrics import per_example_means, summarize
 from whale.run.settings import Settings
 from whale.stats import Estimate, estimate
 
-NULL_SEED = 104729  # null-policy rollouts draw from a stream of their own
+# Null-policy rollouts draw from a stream of their own, the same in every run: a guard verdict is
+# a property of the harness (and, for the blind policy, of the weights), not of the run seed, so a
+# harness one run seed accepts is not refused by another on a different draw of the same policy.
+NULL_SEED = 104729
 
 
 def sandbox_limits(settings: Settings) -> Limits:
     return Limits(**settings.sandbox.model_dump())
 
 
-def null_policy_reward(settings: Settings, domain, source: str, tokenizer) -> float:
-    """Mean reward of ``source`` on the harness split under the null policy, ``null_samples`` per
-    example (no model compute, not stored: one sample per example is too noisy to judge by;
-    measured on a chess candidate: 0.44 and 0.12 with two seeds at one sample, 0.19 at eight)."""
+def null_policy_reward(settings: Settings, domain, source: str, tokenizer, h0_null: float | None = None,
+                       seed: int = NULL_SEED) -> float:
+    """Mean reward of ``source`` on the harness split under the null policy (no model compute, not
+    stored), drawn from the same stream in every run (another ``seed`` measures the draw's noise:
+    bench/null_noise.py). ``null_samples`` per example; when a limit of ``null_guard_verdict``
+    (given ``h0_null``, a candidate's too) lies inside the bootstrap interval over examples of that
+    first estimate, it is judged on ``null_refine_samples`` per example of the same stream."""
+    h = settings.harness_search
     engine = Engine(NullBackend(tokenizer), domain, Sampling(**settings.sampling.model_dump()),
                     sandbox_limits(settings))
-    rollouts = engine.run(source, domain.examples("harness"), settings.harness_search.null_samples,
-                          settings.seed + NULL_SEED, progress=False)
+    examples = domain.examples("harness")
+    rollouts = engine.run(source, examples, h.null_samples, seed, progress=False)
+    first = estimate(per_example_means(rollouts), level=h.blind_level)
+    limits = [h.max_null_reward] + ([] if h0_null is None else [h0_null + h.null_margin])
+    if h.null_refine_samples > h.null_samples and any(first.lo <= limit <= first.hi for limit in limits):
+        # the same stream, longer: its first samples are the ones just drawn (rollout_seed)
+        rollouts = engine.run(source, examples, h.null_refine_samples, seed, progress=False)
     return summarize(rollouts)["mean_at_k"]
 
 
@@ -46,7 +60,7 @@ def blind_null_estimate(settings: Settings, domain, source: str, backend) -> Est
     engine = Engine(BlindBackend(backend), domain, Sampling(**settings.sampling.model_dump()),
                     sandbox_limits(settings))
     rollouts = engine.run(source, domain.examples("harness"), h.blind_samples,
-                          settings.seed + NULL_SEED + 1, progress=False, desc="blind null policy")
+                          NULL_SEED + 1, progress=False, desc="blind null policy")
     return estimate(per_example_means(rollouts), level=h.blind_level)
 
 

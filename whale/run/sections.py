@@ -158,6 +158,7 @@ class HarnessSearchSettings(Section):
     max_null_reward: float = Field(ge=0, le=1)
     null_margin: float = Field(ge=0, le=1)
     null_samples: int = Field(ge=1)
+    null_refine_samples: int = Field(ge=0)
     blind_samples: int = Field(ge=0)
     blind_level: float = Field(gt=0, lt=1)
     claude: ClaudeSettings
