@@ -213,6 +213,11 @@ class Workbench:
         hid = harness_id(source)
         if (self.ctx.archive_dir / f"{hid}.py").is_file() or hid in {harness_id(c.source) for c in self.candidates}:
             raise ToolError(f"this source is identical to harness {hid}: change the mechanism")
+        replayed = next((p for p in parents if self.ctx.duplicate and self.ctx.duplicate(source, p)), None)
+        if replayed:  # the run would reject it unevaluated (harness_search.skip_duplicates)
+            raise ToolError(f"this candidate replays the recorded harness-split episodes of its parent {replayed} "
+                            "token for token, with the same rewards: it changes nothing the model sees or "
+                            "how its replies are read on those episodes; change the mechanism")
         self.candidates.append(Candidate(source=source, hypothesis=hypothesis.strip(), axis=axis,
                                          components=list(components), parents=list(parents),
                                          origin=self.origin))

@@ -78,3 +78,23 @@ def test_without_the_check_nothing_changes(tmp_path, recorded):
     again.duplicate = lambda source, parent: False
     assert ([c.source for c in OfflineProposer(seed=0).propose(ctx).candidates]
             == [c.source for c in OfflineProposer(seed=0).propose(again).candidates])
+
+
+def test_an_llm_proposer_hears_that_its_candidate_replays_its_parent(tmp_path, sqa, tokenizer, recorded):
+    """The LLM proposers' write_candidate asks the same check: a replaying candidate is refused
+    while the proposer can still change it, one that acts is taken."""
+    from harnesses.proposers.claude_tools import ToolError, Workbench
+    from tests.offline_support import edited
+
+    asked: list[str] = []
+    ctx = context(tmp_path, "search_qa", SEARCH, recorded, M=M)
+    ctx.duplicate = replay_check(sqa, tokenizer, recorded, asked)
+    bench = Workbench(ctx, view=None)
+    spans = edited("search_qa", "answer_spans", SEARCH)  # acts on passages the seed never retrieves
+    first = edited("search_qa", "search_first", SEARCH)  # every episode searches
+    with pytest.raises(ToolError, match=f"replays the recorded harness-split episodes of its parent "
+                                        f"{harness_id(SEARCH)}"):
+        bench.tool_write_candidate(spans, "choose among spans", "parsing", ["answer_spans"])
+    assert bench.tool_write_candidate(first, "search before answering", "tool_args", ["search_first"]).startswith(
+        "candidate 1 accepted")
+    assert asked == [harness_id(spans), harness_id(first)]
