@@ -35,3 +35,16 @@ def test_a_challenger_is_held_to_h0s_null_reward_plus_the_margin():
     assert blind_guard_verdict(settings, est) is None
     assert "narrows the answer" in blind_guard_verdict(settings, est, h0_null=0.05)
     assert blind_guard_verdict(settings, est, h0_null=0.15) is None
+
+
+def test_the_null_draw_interval_counts_the_draw_not_how_examples_differ():
+    """The harness split's examples are fixed: examples that always or never pay leave nothing
+    uncertain, however unlike each other they are; samples that disagree widen the interval."""
+    from tests.support.proposer import rollout
+    from whale.run.guard import draw_interval
+
+    fixed = [rollout("harness", ex, reward) for ex, reward in [("a", 1.0)] * 8 + [("b", 0.0)] * 8]
+    assert draw_interval(fixed, 0.9) == (0.5, 0.5)
+    mixed = [rollout("harness", "a", float(i % 2)) for i in range(8)] + [rollout("harness", "b", 0.0)] * 8
+    lo, hi = draw_interval(mixed, 0.9)
+    assert lo < 0.25 < hi and hi - lo < 0.5

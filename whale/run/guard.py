@@ -6,12 +6,15 @@ turn's choices; no model compute), run on every candidate, and the blind null po
 a challenger about to be accepted. A harness is refused above ``max_null_reward``, or, a
 candidate, above h0's own null reward by ``null_margin``. The uniform policy is cheap, so its
 mean is judged on ``null_samples`` per example, or on ``null_refine_samples`` when a limit lies
-within the first estimate's interval (near a limit the draw would otherwise decide); the blind
-one costs model compute and runs on few samples, so it refuses only when the lower end of its
-bootstrap interval over examples (``blind_level``) is above the limit: on a split of a few
+within the first estimate's interval over draws (near a limit the draw would otherwise decide);
+the blind one costs model compute and runs on few samples, so it refuses only when the lower end
+of its bootstrap interval over examples (``blind_level``) is above the limit: on a split of a few
 examples its mean alone is noise.
 """
 from __future__ import annotations
+
+from collections import defaultdict
+from statistics import NormalDist, fmean, variance
 
 from harnesses.sandbox import Limits
 from whale.rollout.backends.base import Sampling
@@ -21,6 +24,7 @@ from whale.rollout.engine import Engine
 from whale.rollout.metrics import per_example_means, summarize
 from whale.run.settings import Settings
 from whale.stats import Estimate, estimate
+from whale.types import Rollout
 
 # Null-policy rollouts draw from a stream of their own, the same in every run: a guard verdict is
 # a property of the harness (and, for the blind policy, of the weights), not of the run seed, so a
@@ -37,19 +41,34 @@ def null_policy_reward(settings: Settings, domain, source: str, tokenizer, h0_nu
     """Mean reward of ``source`` on the harness split under the null policy (no model compute, not
     stored), drawn from the same stream in every run (another ``seed`` measures the draw's noise:
     bench/null_noise.py). ``null_samples`` per example; when a limit of ``null_guard_verdict``
-    (given ``h0_null``, a candidate's too) lies inside the bootstrap interval over examples of that
-    first estimate, it is judged on ``null_refine_samples`` per example of the same stream."""
+    (given ``h0_null``, a candidate's too) lies inside that first estimate's ``draw_interval`` at
+    ``blind_level``, it is judged on ``null_refine_samples`` per example of the same stream."""
     h = settings.harness_search
     engine = Engine(NullBackend(tokenizer), domain, Sampling(**settings.sampling.model_dump()),
                     sandbox_limits(settings))
     examples = domain.examples("harness")
     rollouts = engine.run(source, examples, h.null_samples, seed, progress=False)
-    first = estimate(per_example_means(rollouts), level=h.blind_level)
+    lo, hi = draw_interval(rollouts, h.blind_level)
     limits = [h.max_null_reward] + ([] if h0_null is None else [h0_null + h.null_margin])
-    if h.null_refine_samples > h.null_samples and any(first.lo <= limit <= first.hi for limit in limits):
+    if h.null_refine_samples > h.null_samples and any(lo <= limit <= hi for limit in limits):
         # the same stream, longer: its first samples are the ones just drawn (rollout_seed)
         rollouts = engine.run(source, examples, h.null_refine_samples, seed, progress=False)
     return summarize(rollouts)["mean_at_k"]
+
+
+def draw_interval(rollouts: list[Rollout], level: float) -> tuple[float, float]:
+    """Normal interval at ``level`` of the mean reward over fixed examples, from the spread of each
+    example's samples only: the examples are the split's, so only the draw is uncertain (an
+    interval over examples would also count how examples differ, and send most choice harnesses
+    to more samples for nothing)."""
+    per_example: dict[str, list[float]] = defaultdict(list)
+    for r in rollouts:
+        per_example[r.example_id].append(r.reward or 0.0)
+    n = len(per_example)
+    mean = sum(fmean(v) for v in per_example.values()) / n
+    var = sum(variance(v) / len(v) for v in per_example.values() if len(v) > 1) / n ** 2
+    half = NormalDist().inv_cdf(0.5 + level / 2) * var ** 0.5
+    return mean - half, mean + half
 
 
 def blind_null_estimate(settings: Settings, domain, source: str, backend) -> Estimate:
