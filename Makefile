@@ -57,17 +57,23 @@ run: setup vllm model data
 
 # The study (params.yaml `profiles.study`): the four conditions x 3 run seeds at one budget from the
 # seed h0, per domain, then `whale compare` (paired intervals) of exactly those runs into
-# runs/study-<domain>.json. `make study STUDY_DOMAINS=chess_puzzles` for one domain.
+# runs/study-<prefix><domain>.json. `make study STUDY_DOMAINS=chess_puzzles` for one domain;
+# `make study STUDY_PROFILE=study640 STUDY_PREFIX=640- STUDY_DOMAINS=search_qa` for search QA at
+# make run's budget (run ids 640-search_qa-<condition>-s<seed>).
 STUDY_CONDITIONS := weight_only harness_only whale adaptive_whale
 STUDY_SEEDS := 0 1 2
 STUDY_DOMAINS ?= chess_puzzles search_qa
+STUDY_PROFILE ?= study
+STUDY_PREFIX ?=
 comma := ,
 study: setup vllm model data
 	@for d in $(STUDY_DOMAINS); do \
-	  $(BIN)/whale --profile study run --domain $$d --condition $(subst $(eval) ,$(comma),$(STUDY_CONDITIONS)) \
-	    --seeds $(subst $(eval) ,$(comma),$(STUDY_SEEDS)) || exit 1; \
-	  $(BIN)/whale compare --domain $$d --json runs/study-$$d.json \
-	    $(foreach c,$(STUDY_CONDITIONS),$(foreach s,$(STUDY_SEEDS),--run $$d-$(c)-s$(s))) || exit 1; \
+	  for c in $(STUDY_CONDITIONS); do \
+	    $(BIN)/whale --profile $(STUDY_PROFILE) run --domain $$d --condition $$c --run $(STUDY_PREFIX)$$d-$$c \
+	      --seeds $(subst $(eval) ,$(comma),$(STUDY_SEEDS)) || exit 1; \
+	  done; \
+	  $(BIN)/whale compare --domain $$d --json runs/study-$(STUDY_PREFIX)$$d.json \
+	    $(foreach c,$(STUDY_CONDITIONS),$(foreach s,$(STUDY_SEEDS),--run $(STUDY_PREFIX)$$d-$(c)-s$(s))) || exit 1; \
 	done
 
 # Static checks first (seconds): the layering contracts (pyproject.toml) and ruff.

@@ -131,3 +131,13 @@ def test_whale_run_refuses_before_starting_anything(tmp_path, args, expected):
 ])
 def test_the_fingerprint_rounds_to_the_dtype_the_server_holds(backend, expected):
     assert load_settings(ROOT / "params.yaml", overrides={"backend": backend}).served_dtype == expected
+
+
+def test_the_study640_profile_is_search_qas_defaults_at_make_runs_budget():
+    default = load_settings(ROOT / "params.yaml", domain="search_qa")
+    long = load_settings(ROOT / "params.yaml", profile="study640", domain="search_qa")
+    assert (default.schedule.budget, long.schedule.budget) == (320, 640)
+    assert long.model_copy(update={"schedule": default.schedule, "profile": "default"}) == default
+    # the adaptive runs it is compared with were started as the default + {"schedule": {"budget": 640}}
+    started = load_settings(ROOT / "params.yaml", None, {"schedule": {"budget": 640}}, "search_qa")
+    assert started.model_copy(update={"profile": "study640"}) == long
