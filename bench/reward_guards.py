@@ -98,17 +98,28 @@ def one(domain_name: str, label: str, source: str, backend, k: int, blind_sample
 
 
 def rebuild(domain: str, names: list[str]) -> str:
-    """The seed of ``domain`` with the library's primitives ``names`` applied in order, as the
-    offline proposer applies them (the found harness of a run, from its lineage)."""
+    """The seed of ``domain`` with the lineage tags ``names`` applied in order, as the offline
+    proposer applied them (the found harness of a run, from its lineage): the library's primitives
+    and the mutations (``set_<name>_<value>``, ``drop_<line>_<n>``: that line of the source the
+    mutation was drawn on, so a drop keeps its place in the order)."""
     from harnesses.proposers.primitives import library
+    from harnesses.proposers.primitives.mutate import drop_sentence_at, set_constant
+    from harnesses.proposers.variation import primitive_of_tag
 
     info, primitives = library(domain)
-    by_name = {p.name: p for p in primitives}
     source = (ROOT / f"harnesses/seeds/{domain}.py").read_text()
     for name in names:
-        if name not in by_name:
-            raise ValueError(f"--found: {domain} has no primitive {name!r}; known: {', '.join(by_name)}")
-        source = by_name[name].apply(source, info).source
+        p = primitive_of_tag(name, primitives)
+        if p is not None:
+            source = p.apply(source, info).source
+        elif name.startswith("set_"):
+            source = set_constant(source, name).source
+        elif name.startswith("drop_"):
+            source = drop_sentence_at(source, name, info.marker).source
+        else:
+            known = ", ".join(q.name for q in primitives)
+            raise ValueError(f"--found: {domain} has no primitive {name!r} (nor is it a set_/drop_ mutation); "
+                             f"known: {known}")
     return source
 
 

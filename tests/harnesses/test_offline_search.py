@@ -13,7 +13,13 @@ from harnesses.contract import HARD_MAX_TURNS
 from harnesses.proposers.frontier import draw, frontier
 from harnesses.proposers.offline import OPERATORS, OfflineProposer, harness_id
 from harnesses.proposers.primitives import NotApplicable, applied_tags, library
-from harnesses.proposers.primitives.mutate import drop_sentence, int_sites, mutate_constant, neighbours
+from harnesses.proposers.primitives.mutate import (
+    drop_sentence,
+    drop_sentence_at,
+    int_sites,
+    mutate_constant,
+    neighbours,
+)
 from harnesses.proposers.variation import compose, crossover, primitive_of_tag
 from harnesses.sandbox import HarnessSandbox, static_violations
 from harnesses.validate import masked
@@ -64,6 +70,29 @@ def test_a_dropped_sentence_is_prompt_text_only_and_keeps_the_answer_format():
                   and getattr(n.targets[0], "id", "") == "SYSTEM")
     assert system.value.count("\n") == 1  # three sentences, two left
     assert "<move></move>" in edit.source and applied_tags(edit.source) == [edit.tag]
+
+
+def test_a_dropped_sentence_is_replayed_from_its_tag_alone():
+    for seed in range(6):
+        drawn = drop_sentence(SEARCH, random.Random(seed), "<answer>")
+        assert drop_sentence_at(SEARCH, drawn.tag, "<answer>") == drawn
+    line, n = map(int, drawn.tag.split("_")[1:])
+    for wrong in (f"drop_{line + 1}_{n}", f"drop_{line}_{n + 9}", "drop_x", "set_max_turns_4"):
+        with pytest.raises(NotApplicable):
+            drop_sentence_at(SEARCH, wrong, "<answer>")
+
+
+def test_a_found_harness_is_rebuilt_from_a_lineage_with_mutations():
+    from bench.reward_guards import rebuild
+
+    info, primitives = library("search_qa")
+    drawn = drop_sentence(SEARCH, random.Random(0), info.marker)
+    first = next(p for p in primitives if p.name == "search_first")
+    expected = first.apply(drawn.source, info).source
+    assert rebuild("search_qa", [drawn.tag, "search_first"]) == expected
+    assert applied_tags(expected) == [drawn.tag, "search_first"]
+    with pytest.raises(ValueError, match="no primitive 'nonsense'"):
+        rebuild("search_qa", ["nonsense"])
 
 
 def test_compose_stacks_two_primitives_of_different_axes():

@@ -86,15 +86,37 @@ def set_constant(source: str, tag: str) -> Edit:
 
 def drop_sentence(source: str, rng: random.Random, marker: str) -> Edit:
     """One sentence removed from a plain prose literal of two or more (tag ``drop_<line>_<n>``)."""
-    options = []
+    options = [(node, parts, i) for node, parts in _sentences(source, marker) for i in range(len(parts))
+               if marker not in parts[i]]
+    if not options:
+        raise NotApplicable("no prompt literal with a sentence to drop")
+    return _drop(source, *rng.choice(options))
+
+
+def drop_sentence_at(source: str, tag: str, marker: str) -> Edit:
+    """Re-apply a ``drop_<line>_<n>`` mutation to the source it was drawn on (the line numbers are
+    that source's), e.g. to rebuild a found harness from its lineage."""
+    m = re.fullmatch(r"drop_(\d+)_(\d+)", tag)
+    for node, parts in _sentences(source, marker) if m else []:
+        i = int(m[2])
+        if node.lineno == int(m[1]) and i < len(parts) and marker not in parts[i]:
+            return _drop(source, node, parts, i)
+    raise NotApplicable(f"{tag} does not apply to this harness")
+
+
+def _sentences(source: str, marker: str) -> list[tuple[ast.Constant, list[str]]]:
+    """The prose literals of two or more sentences, each with its sentences."""
+    out = []
     for node, text in _prose_nodes(ast.parse(source)):
         if isinstance(node, ast.Constant):
             parts = [p for p in _SENTENCE.split(text) if p.strip()]
-            options += [(node, text, parts, i) for i, p in enumerate(parts) if len(parts) > 1 and marker not in p]
-    if not options:
-        raise NotApplicable("no prompt literal with a sentence to drop")
-    node, text, parts, i = rng.choice(options)
-    sep = "\n" if "\n" in text else " "
+            if len(parts) > 1:
+                out.append((node, parts))
+    return out
+
+
+def _drop(source: str, node: ast.Constant, parts: list[str], i: int) -> Edit:
+    sep = "\n" if "\n" in node.value else " "
     new = sep.join(p for j, p in enumerate(parts) if j != i)
     tag = f"drop_{node.lineno}_{i}"
     lines = source.splitlines(keepends=True)
