@@ -1,6 +1,7 @@
 """RSFT trainer: masks, loss normalisation, persistence across steps and checkpoints, epoch accounting."""
 from __future__ import annotations
 
+import shutil
 from unittest.mock import patch
 
 import pytest
@@ -212,6 +213,23 @@ def test_checkpoint_write_is_atomic_and_latest_ignores_partial_dirs(tiny_model_d
     wid = save_checkpoint(trainer, checkpoint_dir(tmp_path, 3))  # rewrite in place
     assert wid == weights_id(tmp_path / "step-000003")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000003", "step-000007", "step-000009.tmp"]
+
+
+def test_a_checkpoint_of_unchanged_weights_shares_the_earlier_ones_files(tiny_model_dir, rollouts, tmp_path):
+    trainer = make_trainer(tiny_model_dir, mini_batch=2, micro_batch=1)
+    first, second, third = (checkpoint_dir(tmp_path, s) for s in (1, 2, 3))
+    save_checkpoint(trainer, first)
+    assert trainer.step([]).skipped  # a weight phase that accepted nothing
+    wid = save_checkpoint(trainer, second)
+    weights = "model.safetensors"
+    assert (second / weights).stat().st_ino == (first / weights).stat().st_ino
+    shutil.rmtree(first)  # removing one leaves the other whole
+    assert weights_id(second) == wid and latest_checkpoint(tmp_path) == second
+    resumed = RSFTTrainer.from_checkpoint(second, trainer.config)
+    assert all(torch.equal(p, q) for p, q in zip(trainer.model.parameters(), resumed.model.parameters(), strict=True))
+    trainer.step(rollouts[:3])
+    assert save_checkpoint(trainer, third) != wid
+    assert (third / weights).stat().st_nlink == 1 and (second / weights).stat().st_nlink == 1
 
 
 def test_steps_for_epochs_rounds_half_up():

@@ -132,7 +132,8 @@ def _measure(run: RunData, pool: list[RunData], hid: str, wid: str, base_wid: st
 
 
 def weights_location(run: RunData, wid: str, base_wid: str) -> str | None:
-    """Where the weights with id ``wid`` live on disk, or None when no record says."""
+    """Where the weights with id ``wid`` live on disk, or None when no record says or the checkpoint
+    a record names is gone (``storage.keep_checkpoints``, or removed by hand)."""
     if wid in run.checkpoints:
         return str(run.checkpoints[wid])
     if wid == base_wid:
@@ -140,13 +141,14 @@ def weights_location(run: RunData, wid: str, base_wid: str) -> str | None:
     ph = run.phases
     rows = ph[(ph["phase"] == "weight") & (ph["weights_id"] == wid)]
     if len(rows):  # the checkpoint written at the end of that weight phase
-        return str(checkpoint_dir(run.dir / "checkpoints", int(rows.iloc[-1]["last_step"]) + 1))
+        ckpt = checkpoint_dir(run.dir / "checkpoints", int(rows.iloc[-1]["last_step"]) + 1)
+        return str(ckpt) if ckpt.is_dir() else None
     return None
 
 
 def eval_command(run: RunData, hid: str, wid: str, base_wid: str, k: int) -> str:
     model = weights_location(run, wid, base_wid)
-    model_arg = shlex.quote(model) if model else f"<checkpoint with weights id {wid}: none recorded>"
+    model_arg = shlex.quote(model) if model else f"<checkpoint with weights id {wid}: none on disk>"
     return (f"whale eval --domain {shlex.quote(run.domain)} --harness {shlex.quote(str(run.harness_path(hid)))} "
             f"--model {model_arg} -k {k}")
 

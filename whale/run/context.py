@@ -31,7 +31,7 @@ from whale.run.guard import (
     sandbox_limits,
 )
 from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
-from whale.run.settings import PLACEMENT, Settings
+from whale.run.settings import PLACEMENT, Settings, SettingsError
 from whale.run.weights import Weights
 from whale.store import Store, run_queries, store_path
 from whale.store.keys import RolloutKey
@@ -124,6 +124,10 @@ class Run:
 
     def __init__(self, settings: Settings, domain: str, condition: Condition, run_id: str,
                  runs_dir: str | Path = "runs"):
+        if condition.stages and settings.storage.keep_checkpoints:
+            raise SettingsError(f"storage.keep_checkpoints {settings.storage.keep_checkpoints}: condition "
+                                f"{condition.name} scores every checkpoint of its weight stage, so it keeps "
+                                "every one; set it to 0")
         self.settings, self.domain_name, self.condition, self.run_id = settings, domain, condition, run_id
         self.dir = Path(runs_dir) / run_id
         self.domain = domain_for(settings, domain)
@@ -135,7 +139,8 @@ class Run:
         resume = latest_checkpoint(self.dir / "checkpoints")
         self.engine = make_engine(settings, self.domain, resume or base_model, self.dir / "vllm")
         self.weights = Weights(self.engine.backend, rsft_config(settings), base_model, self.dir,
-                               settings.backend.fingerprint_tol, settings.served_dtype)
+                               settings.backend.fingerprint_tol, settings.served_dtype,
+                               settings.storage.keep_checkpoints)
         # Where rollout jobs run: here by default; the flow may hand them to Ray workers instead.
         self.dispatch = LocalDispatch(self.engine)
 

@@ -54,6 +54,12 @@ class ParallelSettings(Section):
     gpus_per_job: float = Field(default=0, ge=0)
 
 
+class StorageSettings(Section):
+    """What a run keeps on disk (not what it computes)."""
+
+    keep_checkpoints: int = Field(ge=0)
+
+
 class SamplingSettings(Section):
     temperature: float = Field(ge=0)
     top_p: float = Field(gt=0, le=1)

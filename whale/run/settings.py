@@ -30,13 +30,15 @@ from whale.run.sections import (
     Section,
     SourceFiles,
     SplitSizes,
+    StorageSettings,
     VerifierSettings,
 )
 
 DEFAULT_PATH = Path("params.yaml")
-# Sections that say where the work runs, not what it computes: not part of a run's identity (a run
-# started locally resumes on Ray), nor a dependency of the DVC run stages.
-PLACEMENT = frozenset({"parallel"})
+# Sections that say where the work runs or what it keeps, not what it computes: not part of a
+# run's identity (a run started locally resumes on Ray, one whose disk filled resumes keeping fewer
+# checkpoints), nor a dependency of the DVC run stages.
+PLACEMENT = frozenset({"parallel", "storage"})
 
 
 class Settings(Section):
@@ -50,6 +52,7 @@ class Settings(Section):
     model: ModelSettings
     backend: BackendSettings
     parallel: ParallelSettings
+    storage: StorageSettings
     sampling: SamplingSettings
     sandbox: SandboxSettings
     data: dict[str, SplitSizes]

@@ -5,6 +5,7 @@ backend serve the result; ``save`` writes a checkpoint and checks that the backe
 """
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -22,11 +23,14 @@ from whale.train.parallel import make_trainer
 from whale.train.rsft import RSFTConfig, StepStats
 from whale.types import Rollout
 
+log = logging.getLogger(__name__)
+
 
 class Weights:
     def __init__(self, backend: Backend, config: RSFTConfig, base_model: Path, run_dir: Path,
-                 fingerprint_tol: float = 1e-3, served_dtype: str | None = None):
+                 fingerprint_tol: float = 1e-3, served_dtype: str | None = None, keep_checkpoints: int = 0):
         self.backend, self.config, self.base_model = backend, config, base_model
+        self.keep_checkpoints = keep_checkpoints  # 0: every one
         self.fingerprint_tol = fingerprint_tol
         self.fingerprint: fingerprint.Verdict | None = None  # of the last published update (a server only)
         # The dtype the server holds the weights in (the trainer's compute dtype unless it says
@@ -65,7 +69,23 @@ class Weights:
         """Checkpoint the trainer as ``step-<step>``; return its weights id, checked as the served one."""
         wid = save_checkpoint(self.trainer, checkpoint_dir(self.ckpt_root, step))
         self.backend.check_serving(wid)
+        self.prune()
         return wid
+
+    def prune(self) -> list[Path]:
+        """Remove all but the newest ``keep_checkpoints`` checkpoints (0: none). Only a stagewise
+        run serves an older checkpoint again, and it keeps every one. Each is renamed out of the
+        ``step-…`` namespace before it is deleted, so a crash midway leaves nothing that looks
+        like a checkpoint."""
+        for leftover in self.ckpt_root.glob("step-*.removed"):  # of a prune that was interrupted
+            shutil.rmtree(leftover)
+        removed = checkpoints(self.ckpt_root)[self.keep_checkpoints:] if self.keep_checkpoints else []
+        for ckpt in removed:
+            gone = ckpt.with_name(ckpt.name + ".removed")
+            ckpt.rename(gone)
+            shutil.rmtree(gone)
+            log.info("removed checkpoint %s (storage.keep_checkpoints: %d)", ckpt, self.keep_checkpoints)
+        return removed
 
     def serve(self, step: int) -> str:
         """Serve the checkpoint written after ``step`` (the trainer, if any, moves there too)."""

@@ -5,9 +5,14 @@ A checkpoint directory holds ``model.safetensors``, ``config.json``, the tokeniz
 and the data-order generator) and ``whale_checkpoint.json`` (step, weights id, config). It is
 written under ``<out_dir>.tmp`` and renamed into place, so a directory named ``step-…`` is always
 complete; a crash leaves at most a ``.tmp`` directory that nothing reads.
+
+A file byte-identical to the same file of an earlier checkpoint with the same weights id (a
+weight phase whose steps were all skipped) is a hard link to it, not a second copy: checkpoint
+files are never changed in place, so removing either directory leaves the other whole.
 """
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import random
@@ -59,6 +64,9 @@ def save_checkpoint(trainer, out_dir: str | Path) -> str:
     trainer.tokenizer.save_pretrained(tmp)
     torch.save(_trainer_state(trainer), tmp / STATE_FILE)
     wid = weights_id(tmp)
+    twin = next((c for c in checkpoints(out_dir.parent) if checkpoint_weights_id(c) == wid), None)
+    if twin is not None:
+        _link_identical(tmp, twin)
     meta = {**trainer.describe(), "weights_id": wid}
     (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
     _fsync_tree(tmp)
@@ -134,6 +142,19 @@ def _load_weights(model, ckpt_dir: Path) -> None:
     if untied or result.unexpected_keys:
         raise ValueError(f"{ckpt_dir}: weights do not match the model (missing {untied}, "
                          f"unexpected {result.unexpected_keys})")
+
+
+def _link_identical(tmp: Path, twin: Path) -> None:
+    """Replace each file of ``tmp`` that ``twin`` holds byte for byte by a hard link to twin's."""
+    for f in tmp.iterdir():
+        other = twin / f.name
+        if f.is_file() and other.is_file() and filecmp.cmp(f, other, shallow=False):
+            link = f.with_name(f.name + ".link")
+            try:
+                os.link(other, link)
+            except OSError:  # another file system, or links not allowed: keep the copy
+                continue
+            os.replace(link, f)
 
 
 def _fsync_tree(path: Path) -> None:
