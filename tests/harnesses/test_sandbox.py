@@ -88,7 +88,9 @@ def test_static_violations_name_lines():
 SLOW_HOOKS = act("sum(range(10 ** 7))\nreturn Finish()")  # well under the per-call limit, every call
 
 
-@pytest.mark.parametrize("per_episode, stopped", [(0.1, True), (30.0, False)])
+# A hook call here takes about 0.1 s on a fast core: the stopped case's budget is well under one
+# call's time, the other's well over all four, so the outcome does not depend on the machine's speed.
+@pytest.mark.parametrize("per_episode, stopped", [(0.01, True), (30.0, False)])
 def test_hook_calls_of_one_evaluation_share_a_wall_clock_budget(tokenizer, per_episode, stopped):
     from whale.rollout.backends.null import NullBackend
 
@@ -97,6 +99,6 @@ def test_hook_calls_of_one_evaluation_share_a_wall_clock_budget(tokenizer, per_e
     rollouts = engine.run(SLOW_HOOKS, ToyDomain(2).items, k=2, seed=0, progress=False)
     errors = [r.error for r in rollouts if r.stop_reason == "error"]
     if stopped:
-        assert len(errors) == 4 and all("budget of 0.4s" in e and "hook_s_per_episode" in e for e in errors)
+        assert len(errors) == 4 and all("budget of 0.04s" in e and "hook_s_per_episode" in e for e in errors)
     else:
         assert errors == []
