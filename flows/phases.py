@@ -108,15 +108,24 @@ def weight_phase(run: Run, cycle: int, harness_id: str, first_step: int, spend: 
         log(f"RSFT step {step}: train reward {reward:.3f}, accepted {len(accepted)}/{len(rollouts)}, {loss}{synced}")
         step += 1
         if every and step % every == 0 and (max_steps is None or step < first_step + max_steps):
-            run.weights.save(step)
+            checkpoint(run, step)
         grid(run, spend, cycle, harness_id)
         if rule:
             d = rule.decide(run.store, run.run_id, first_step, step - 1)
             if d.stop:
                 reason = d.reason
                 break
-    wid = run.weights.save(step)
+    wid = checkpoint(run, step)
     return record(run, cycle, "weight", first_step, PhaseEnd(harness_id, wid, step - 1, reason, spent))
+
+
+def checkpoint(run: Run, step: int) -> str:
+    """Checkpoint the weights after ``step`` steps, then drop those ``storage.keep_checkpoints``
+    does not keep; returns the weights id."""
+    wid = run.weights.save(step)
+    for gone in run.weights.prune():
+        log(f"removed checkpoint {gone.name} (storage.keep_checkpoints: {run.weights.keep_checkpoints})")
+    return wid
 
 
 def harness_phase(run: Run, cycle: int, incoming: str, spend: Spend, iterations: int | None = None,

@@ -216,3 +216,20 @@ def test_a_stop_asked_for_before_a_phase_ends_the_run_before_its_first_step(proj
     db = tmp / "runs" / "chess_puzzles-whale" / "rollouts.duckdb"
     assert table(db, "SELECT DISTINCT phase FROM rollouts") == [("eval",)]  # the start's evaluation only
     assert table(db, "SELECT count(*) FROM phases")[0][0] == 0
+
+
+def test_keep_checkpoints_leaves_the_newest_and_the_run_resumes_under_another_value(project):
+    from flows.whale import whale
+
+    tmp, overrides = project
+    overrides["storage"] = {"keep_checkpoints": 1}
+    with RunLog() as log:
+        first = whale(domain="chess_puzzles", condition="weight_only", overrides=overrides)
+    db = tmp / "runs" / "chess_puzzles-weight_only" / "rollouts.duckdb"
+    ends = table(db, "SELECT last_step + 1 FROM phases WHERE phase = 'weight' ORDER BY cycle")
+    assert len(ends) >= 2  # a checkpoint at the end of each weight phase, all but the last removed
+    ckpts = tmp / "runs" / "chess_puzzles-weight_only" / "checkpoints"
+    assert [p.name for p in ckpts.iterdir()] == [f"step-{ends[-1][0]:06d}"]
+    assert f"removed checkpoint step-{ends[0][0]:06d} (storage.keep_checkpoints: 1)" in log.messages
+    overrides["storage"] = {"keep_checkpoints": 0}  # what a run keeps on disk is not what it is
+    assert whale(domain="chess_puzzles", condition="weight_only", overrides=overrides) == first

@@ -24,6 +24,7 @@ def saved_weights(tmp_path, model_dir, keep: int, steps: int) -> tuple[Weights, 
         perturb(weights.trainer.model, 0.01 * step)  # what an RSFT step does, as far as a checkpoint can tell
         weights._publish()
         ids.append(weights.save(step))
+        weights.prune()
     return weights, ids
 
 

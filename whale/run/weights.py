@@ -5,7 +5,6 @@ backend serve the result; ``save`` writes a checkpoint and checks that the backe
 """
 from __future__ import annotations
 
-import logging
 import shutil
 from pathlib import Path
 
@@ -22,8 +21,6 @@ from whale.train.checkpoint import (
 from whale.train.parallel import make_trainer
 from whale.train.rsft import RSFTConfig, StepStats
 from whale.types import Rollout
-
-log = logging.getLogger(__name__)
 
 
 class Weights:
@@ -69,7 +66,6 @@ class Weights:
         """Checkpoint the trainer as ``step-<step>``; return its weights id, checked as the served one."""
         wid = save_checkpoint(self.trainer, checkpoint_dir(self.ckpt_root, step))
         self.backend.check_serving(wid)
-        self.prune()
         return wid
 
     def prune(self) -> list[Path]:
@@ -84,7 +80,6 @@ class Weights:
             gone = ckpt.with_name(ckpt.name + ".removed")
             ckpt.rename(gone)
             shutil.rmtree(gone)
-            log.info("removed checkpoint %s (storage.keep_checkpoints: %d)", ckpt, self.keep_checkpoints)
         return removed
 
     def serve(self, step: int) -> str:
