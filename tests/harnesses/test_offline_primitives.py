@@ -293,3 +293,16 @@ def test_lenient_move_plays_the_last_legal_move_named(chess_examples):
     assert call == Call("move", {"move": last_uci})
     _, retry = hooks(source, [("start", observation), ("act", "I resign zz9")])
     assert isinstance(retry, Prompt)  # nothing legal named: the seed's own format retry
+
+
+def test_program_then_answer_shows_a_long_output_from_its_end_within_the_context(tmp_path, tokenizer):
+    # a chatty program's 3k characters relayed whole took an episode past a 2048-token context:
+    # the contract refused the harness, and the search lost math's program primitive
+    domain, example = answer_is_6(tmp_path)
+    source = edited("math_reasoning", "program_then_answer", MATH)
+    backend = ScriptedMath(tokenizer, "for i in range(200):\n    print('step number', i)\nprint(2 * 3)")
+    backend.context_len = 700
+    [r] = Engine(backend, domain, Sampling()).run(source, [example], k=1, seed=0, progress=False)
+    shown = r.messages[-2]["content"]
+    assert r.error is None and r.reward == 1.0
+    assert shown.startswith("The program printed:\n[first ") and "step number 199\n6" in shown and len(shown) < 800

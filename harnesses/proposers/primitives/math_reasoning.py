@@ -46,6 +46,9 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
     return layer(source, p, r'''
         max_turns = $turns
         program_stage = "code"
+        # the output is shown from its end (the answer is printed last): the tool's 4096 characters
+        # of a chatty program would outgrow a 2048-token context and break the contract
+        program_output_chars = 600
 
         def start(self, observation):
             prompt = super().start(observation)
@@ -64,6 +67,9 @@ def program_then_answer(source: str, info: DomainInfo, p: Primitive) -> Edit:
 
         def observe(self, observation):
             output = observation.get("output") or observation.get("error") or "[no output]"
+            if len(output) > self.program_output_chars:
+                output = (f"[first {len(output) - self.program_output_chars} characters not shown]\n"
+                          + output[-self.program_output_chars:])
             text = (f"The program printed:\n{output}\n\n"
                     "What is the final answer? Write it as an integer in \\boxed{}.")
             # the answer turn continues "\boxed{" and stops at "}": the box is always closed
@@ -122,7 +128,7 @@ def fix_on_error(source: str, info: DomainInfo, p: Primitive) -> Edit:
             # one repair, and only while a turn stays free for the answer after it
             if failed and not self.fix_used and self.fix_turns + 2 <= self.max_turns:
                 self.fix_used = self.fix_pending = True
-                shown = observation.get("error") or observation.get("output", "")
+                shown = (observation.get("error") or observation.get("output", ""))[-600:]  # its end fits the context
                 text = f"The program failed:\n{shown}\n\nWrite a corrected program that prints the answer."
                 return Prompt(messages=[{"role": "user", "content": text}], max_new_tokens=200,
                               stop=["```"], prefix="```python\n")
