@@ -293,15 +293,3 @@ def test_page_renders_offline_in_headless_chromium(report, tmp_path):
     assert len(colours) > 200  # text alone is grey antialiasing; the plots' lines and markers add colours
     coloured = np.abs(pixels - pixels.mean(axis=2, keepdims=True)).max(axis=2) > 0.2
     assert coloured.mean() > 0.001, "no saturated (plot) pixels on the first screen"
-
-
-def test_a_weights_command_names_only_a_checkpoint_on_disk(tmp_path):
-    from whale.report.analysis import weights_location
-    from whale.report.data import load_runs
-
-    build_weight_only(tmp_path)  # its phases name step-000002 and step-000004, neither on disk
-    (run,), _ = load_runs(tmp_path)
-    assert weights_location(run, W2, W0) is None and weights_location(run, W0, W0) == "data/model"
-    ckpt = tmp_path / f"{DOMAIN}-weight_only" / "checkpoints" / "step-000004"
-    ckpt.mkdir(parents=True)  # the phase row's checkpoint, metadata lost: still named by the phase
-    assert weights_location(run, W2, W0) == str(ckpt)
