@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from string import Template
 
 from harnesses.contract import HARD_MAX_TURNS, HARD_TOKEN_BUDGET
 from harnesses.proposers.primitives.edit import (
@@ -21,6 +20,8 @@ from harnesses.proposers.primitives.edit import (
     raw,
     set_class_constant,
 )
+from harnesses.proposers.primitives.layers import common as layers
+from harnesses.proposers.primitives.render import render
 
 # The failure kinds a failure profile measures (rates over the incumbent's rollouts).
 FAILURES = ("not_formatted", "truncated", "turn_cap", "wrong", "error", "tool_error", "no_tool")
@@ -70,11 +71,12 @@ class Primitive:
         return self.edit(source, info, self)
 
 
-def layer(source: str, p: Primitive, body: str, needs: tuple[str, ...] = (), tag: str | None = None,
-          **values) -> Edit:
-    """A subclass layer from a ``string.Template`` body (``$name`` placeholders, no other ``$``)."""
+def layer(source: str, p: Primitive, cls: type, tag: str | None = None,
+          renames: dict[str, str] | None = None, **values) -> Edit:
+    """A subclass layer rendered from layer class ``cls`` (``layers``): its slots filled with
+    ``values`` (Python text or ints), its identifiers renamed by ``renames``."""
     tag = tag or p.name
-    return Edit(add_layer(source, tag, p.hypothesis, Template(body).substitute(values), needs), tag)
+    return Edit(add_layer(source, tag, p.hypothesis, render(cls, values, renames)), tag)
 
 
 def more_turns(source: str, extra: int) -> int:
@@ -87,59 +89,14 @@ def more_turns(source: str, extra: int) -> int:
 # --- edits -----------------------------------------------------------------------------------
 
 def format_nudge(source: str, info: DomainInfo, p: Primitive) -> Edit:
-    return layer(source, p, r'''
-        max_turns = $turns
-        nudge_answer = re.compile($pattern)
-        nudge_text = $nudge
-        nudge_sent = False
-        nudge_turns = 0
-        nudge_last = ""
-
-        def act(self, completion):
-            self.nudge_turns += 1
-            self.nudge_last = completion
-            return self.nudge_or(super().act(completion))
-
-        def observe(self, observation):
-            return self.nudge_or(super().observe(observation))
-
-        def nudge_or(self, action):
-            # an episode about to end without a parsable answer asks for it once, if a turn is left;
-            # the nudge turn is the answer turn, so it opens with the answer tag itself (an
-            # answer_prefix layer below this one cannot see a turn this layer adds)
-            if (isinstance(action, Finish) and not self.nudge_sent and self.nudge_turns < self.max_turns
-                    and not self.nudge_answer.search(self.nudge_last)):
-                self.nudge_sent = True
-                return Prompt(messages=[{"role": "user", "content": self.nudge_text}], prefix=$prefix,
-                              stop=[$stop], max_new_tokens=$tokens)
-            return action
-        ''', ("re", "Prompt", "Finish"), turns=more_turns(source, 1), pattern=raw(info.answer_pattern),
-        nudge=quote(info.nudge), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
-        tokens=info.answer_tokens)
+    return layer(source, p, layers.FormatNudge, TURNS=more_turns(source, 1), ANSWER_PATTERN=raw(info.answer_pattern),
+                 NUDGE=quote(info.nudge), ANSWER_PREFIX=quote(info.answer_prefix),
+                 ANSWER_STOP=quote(info.answer_stop), ANSWER_TOKENS=info.answer_tokens)
 
 
 def answer_prefix(source: str, info: DomainInfo, p: Primitive) -> Edit:
-    return layer(source, p, r'''
-        prefill_turns = 0
-
-        def start(self, observation):
-            return self.prefill_last(super().start(observation))
-
-        def act(self, completion):
-            self.prefill_turns += 1
-            return self.prefill_last(super().act(completion))
-
-        def observe(self, observation):
-            return self.prefill_last(super().observe(observation))
-
-        def prefill_last(self, action):
-            # the last turn the engine allows opens with the answer tag, so it cannot miss the format
-            if isinstance(action, Prompt) and self.prefill_turns + 1 >= self.max_turns:
-                return dataclasses.replace(action, prefix=$prefix, stop=[$stop],
-                                           max_new_tokens=min(action.max_new_tokens, $tokens))
-            return action
-        ''', ("dataclasses", "Prompt"), prefix=quote(info.answer_prefix), stop=quote(info.answer_stop),
-        tokens=info.answer_tokens)
+    return layer(source, p, layers.AnswerPrefix, ANSWER_PREFIX=quote(info.answer_prefix),
+                 ANSWER_STOP=quote(info.answer_stop), ANSWER_TOKENS=info.answer_tokens)
 
 
 def turns_up(extra: int):
@@ -154,23 +111,7 @@ def more_tokens(source: str, info: DomainInfo, p: Primitive) -> Edit:
     budget = min(2 * class_constant(source, "token_budget"), HARD_TOKEN_BUDGET)
     if budget <= class_constant(source, "token_budget"):
         raise NotApplicable("the token budget is at the hard cap")
-    return layer(source, p, r'''
-        token_budget = $budget
-
-        def start(self, observation):
-            return self.longer_turn(super().start(observation))
-
-        def act(self, completion):
-            return self.longer_turn(super().act(completion))
-
-        def observe(self, observation):
-            return self.longer_turn(super().observe(observation))
-
-        def longer_turn(self, action):
-            if isinstance(action, Prompt):
-                return dataclasses.replace(action, max_new_tokens=min(2 * action.max_new_tokens, self.token_budget))
-            return action
-        ''', ("dataclasses", "Prompt"), tag=f"tokens_x2_{budget}", budget=budget)
+    return layer(source, p, layers.MoreTokens, tag=f"tokens_x2_{budget}", BUDGET=budget)
 
 
 def sentence(pick: Callable[[DomainInfo], str]):

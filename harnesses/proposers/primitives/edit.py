@@ -69,15 +69,22 @@ def module_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def add_layer(source: str, tag: str, hypothesis: str, body: str, needs: tuple[str, ...] = ()) -> str:
-    """``source`` followed by a commented subclass layer; ``body`` is the class body (unindented)."""
+def add_layer(source: str, tag: str, hypothesis: str, body: str) -> str:
+    """``source`` followed by a commented subclass layer; ``body`` is the class body (unindented).
+    The imports the body's names need (``IMPORTS``) and the module lacks come before it."""
     bound = module_names(ast.parse(source))
-    imports = [IMPORTS[n] for n in needs if n not in bound]
+    imports = [line for name, line in IMPORTS.items() if name in names_read(body) and name not in bound]
     header = textwrap.wrap(f"{tag}: {hypothesis}", 96, initial_indent=LAYER_MARK,
                            subsequent_indent="#     ")
     parts = [source.rstrip("\n"), "", "", *header, *imports, "class Harness(Harness):",
              textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")]
     return "\n".join(parts) + "\n"
+
+
+def names_read(body: str) -> set[str]:
+    """The names a class body reads (its methods' globals among them)."""
+    tree = ast.parse("class Layer:\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    "))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 # --- class constants -------------------------------------------------------------------------
