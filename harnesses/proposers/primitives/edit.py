@@ -72,8 +72,8 @@ def module_names(tree: ast.Module) -> set[str]:
 def add_layer(source: str, tag: str, hypothesis: str, body: str) -> str:
     """``source`` followed by a commented subclass layer; ``body`` is the class body (unindented).
     The imports the body's names need (``IMPORTS``) and the module lacks come before it."""
-    bound = module_names(ast.parse(source))
-    imports = [line for name, line in IMPORTS.items() if name in names_read(body) and name not in bound]
+    missing = names_read(body) - module_names(ast.parse(source))
+    imports = [line for name, line in IMPORTS.items() if name in missing]
     header = textwrap.wrap(f"{tag}: {hypothesis}", 96, initial_indent=LAYER_MARK,
                            subsequent_indent="#     ")
     parts = [source.rstrip("\n"), "", "", *header, *imports, "class Harness(Harness):",

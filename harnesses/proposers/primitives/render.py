@@ -5,7 +5,7 @@ ruff lints and Python imports, each subclassing a stand-in ``Harness``. Renderin
 source of its class body (after the bodies of the module classes it derives from, base first)
 and, token by token, puts in what the primitive knows only when it edits a harness:
 
-- a **slot** (a name imported from ``layers.slots``) becomes the Python text of its value, and a
+- a **slot** (an upper-case name of ``layers.slots``) becomes the Python text of its value, and a
   comment that is just ``# SLOT`` becomes ``# <value>``;
 - a **rename** changes an identifier (an attribute, a method, a counter) so that two layers built
   from one class keep apart in one harness;
@@ -22,7 +22,6 @@ import ast
 import functools
 import importlib
 import io
-import sys
 import textwrap
 import tokenize
 from collections.abc import Mapping
@@ -41,7 +40,6 @@ def inline(fn):
 class _Module:
     path: str
     lines: list[str]
-    tree: ast.Module
     tokens: list[tokenize.TokenInfo]
     slots: frozenset[str]
     classes: dict[str, ast.ClassDef]
@@ -50,7 +48,7 @@ class _Module:
 
 @functools.cache
 def _module(name: str) -> _Module:
-    module = sys.modules.get(name) or importlib.import_module(name)
+    module = importlib.import_module(name)
     text = Path(module.__file__).read_text()
     tree = ast.parse(text)
     slots = {name for name in vars(importlib.import_module(SLOTS_MODULE)) if name.isupper()}
@@ -58,7 +56,7 @@ def _module(name: str) -> _Module:
                and any(isinstance(d, ast.Name) and d.id == "inline" for d in n.decorator_list)}
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    return _Module(module.__file__, text.splitlines(), tree, tokens, frozenset(slots), classes, inlined)
+    return _Module(module.__file__, text.splitlines(), tokens, frozenset(slots), classes, inlined)
 
 
 def render(cls: type, values: Mapping[str, object] | None = None,
