@@ -9,6 +9,7 @@ from tasks.harness import evaluate_harnesses
 from tasks.measure import evaluate_test
 from whale.run.conditions import get_condition
 from whale.run.context import Run
+from whale.run.disk import disk_need
 from whale.run.schedule import HarnessRule, Spend, WeightRule, epochs_to_steps
 from whale.run.settings import Settings, load_settings
 from whale.run.stop import raise_if_stopped
@@ -102,6 +103,14 @@ def _best_weight_point(run: Run, h0: str, every: int, end: PhaseEnd, spend: Spen
     return best
 
 
+def _check_disk(run: Run) -> None:
+    """Warn at the start, not hours in, when the checkpoints may not fit (an upper bound, so no stop)."""
+    need = disk_need(run.settings, run.condition, len(run.domain.examples("weight")),
+                     len(run.domain.examples("harness")), run.weights.base_model, run.dir)
+    if not need.fits:
+        log(f"warning: {need.advice(run.dir.parent)}")
+
+
 @flow(name="whale")
 def whale(domain: str = "math_reasoning", condition: str = "adaptive_whale", run_id: str | None = None,
           profile: str | None = None, overrides: dict | None = None, params_path: str = "params.yaml",
@@ -120,6 +129,7 @@ def run_condition(settings: Settings, domain: str, condition: str, run_id: str |
             from tasks.parallel import RayDispatch
 
             run.dispatch = RayDispatch(settings.parallel)
+        _check_disk(run)
         h0 = run.seed_harness()
         spend = Spend(settings.schedule.budget)
         evaluate_test(run, 0, "start", h0, spend.spent)

@@ -260,6 +260,23 @@ def test_dry_run_prints_the_plan_and_refuses_what_cannot_run(tmp_path, tiny_mode
     assert "holds weight 4 (params: 9)" in captured.out and "dry run: 3 problem(s)" in captured.err
 
 
+def test_dry_run_says_when_the_checkpoints_may_not_fit(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    import shutil
+
+    import whale.run.disk
+    from whale.cli import main
+
+    overrides = make_project(tmp_path, tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--domain", "chess_puzzles", "--condition", "whale", "--dry-run", "--set"]
+    assert main([*args, json.dumps(overrides)]) == 0
+    assert "disk under runs: a checkpoint about" in capsys.readouterr().out
+    full = shutil.disk_usage(tmp_path)._replace(free=1)  # a disk with no room left
+    monkeypatch.setattr(whale.run.disk.shutil, "disk_usage", lambda path: full)
+    assert main([*args, json.dumps(overrides)]) == 2
+    assert "set storage.keep_checkpoints" in capsys.readouterr().out
+
+
 def test_dry_run_measures_h0_under_the_null_policy(tmp_path, tiny_model_dir, capsys, monkeypatch):
     """The run would stop at start on an h0 that plays the task itself: the dry run says so first."""
     from tests.support.chess import plays_itself

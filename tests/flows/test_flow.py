@@ -1,9 +1,15 @@
 """The `whale` flow end to end on the tiny model: phases, decisions, ledger, resume."""
 import logging
+import shutil
+from unittest.mock import patch
 
 import duckdb
 import pytest
 
+from whale.run.conditions import get_condition
+from whale.run.context import domain_for
+from whale.run.disk import checkpoints_written
+from whale.run.settings import load_settings
 from whale.testing import make_project
 
 
@@ -231,5 +237,11 @@ def test_keep_checkpoints_leaves_the_newest_and_the_run_resumes_under_another_va
     ckpts = tmp / "runs" / "chess_puzzles-weight_only" / "checkpoints"
     assert [p.name for p in ckpts.iterdir()] == [f"step-{ends[-1][0]:06d}"]
     assert f"removed checkpoint step-{ends[0][0]:06d} (storage.keep_checkpoints: 1)" in log.messages
+    settings = load_settings(overrides=overrides, domain="chess_puzzles")
+    sizes = [len(domain_for(settings, "chess_puzzles").examples(split)) for split in ("weight", "harness")]
+    assert len(ends) <= checkpoints_written(settings, get_condition("weight_only"), *sizes)  # the estimate bounds it
     overrides["storage"] = {"keep_checkpoints": 0}  # what a run keeps on disk is not what it is
-    assert whale(domain="chess_puzzles", condition="weight_only", overrides=overrides) == first
+    full = shutil.disk_usage(tmp)._replace(free=1)  # a disk with no room left: said at the start, no stop
+    with RunLog() as log, patch.object(shutil, "disk_usage", lambda path: full):
+        assert whale(domain="chess_puzzles", condition="weight_only", overrides=overrides) == first
+    assert any(m.startswith("warning: the run's checkpoints may need") for m in log.messages)

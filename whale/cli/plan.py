@@ -5,7 +5,8 @@ checks and the null-policy guard (where the model's tokenizer is already exporte
 config is readable, `rsft.max_seq_len` holds the harness's token budget, and the budget buys whole
 phases. The plan counts rollouts per unit of work, phases and evaluations,
 and estimates the trainer's memory from the model's config (weights, gradients and AdamW state in
-fp32: 16 bytes per parameter, activations not included). Exit code 2 when something is wrong.
+fp32: 16 bytes per parameter, activations not included) and the disk its checkpoints may take
+against the free space (whale/run/disk.py). Exit code 2 when something is wrong.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from whale.run.disk import parameters
 from whale.run.schedule import epochs_to_steps, recheck_rollouts
 from whale.run.settings import Settings
 
@@ -32,16 +34,7 @@ class Plan:
         return "\n".join(out)
 
 
-def parameters(config: dict) -> int:
-    """Parameters of a Llama/Qwen-style decoder from its config.json (norms and biases left out)."""
-    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-    heads = config["num_attention_heads"]
-    kv = config.get("num_key_value_heads", heads) * config.get("head_dim", h // heads)
-    embed = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings", False) else 2)
-    return embed + layers * (2 * h * h + 2 * h * kv + 3 * h * i)
-
-
-def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
+def make_plan(settings: Settings, domain: str, condition: str, run_dir: Path | None = None) -> Plan:
     from domains import get_domain
     from harnesses.budgets import read_budgets
     from harnesses.validate import check_candidate
@@ -90,6 +83,7 @@ def make_plan(settings: Settings, domain: str, condition: str) -> Plan:
     _model(plan, s)
     _parallel(plan, s)
     _spend(plan, s, sizes)
+    _disk(plan, s, condition, sizes, run_dir or Path("runs") / f"{domain}-{condition}")
     return plan
 
 
@@ -148,6 +142,22 @@ def _model(plan: Plan, s: Settings) -> None:
     plan.add(f"model: {config_path.parent}, about {n / 1e6:.0f} M parameters; trainer state (fp32 weights, "
              f"gradients, AdamW) about {16 * n / 2**30:.1f} GiB{where} before activations; served weights "
              f"{(2 if served == 'bfloat16' else 4) * n / 2**30:.1f} GiB ({served}) before the KV cache")
+
+
+def _disk(plan: Plan, s: Settings, condition: str, sizes: dict[str, int], run_dir: Path) -> None:
+    from whale.run.conditions import get_condition
+    from whale.run.disk import disk_need
+
+    config_path = Path(s.model.export_dir) / "config.json"
+    if not config_path.is_file() or "weight" not in sizes or "harness" not in sizes:
+        return
+    try:
+        need = disk_need(s, get_condition(condition), sizes["weight"], sizes["harness"], config_path.parent, run_dir)
+    except ValueError:  # a schedule _spend has already reported
+        return
+    plan.add(f"disk under {run_dir.parent}: {need.describe(s.storage.keep_checkpoints)}")
+    if not need.fits:
+        plan.problems.append(f"storage: {need.advice(run_dir.parent)}")
 
 
 def _spend(plan: Plan, s: Settings, sizes: dict[str, int]) -> None:

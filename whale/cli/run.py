@@ -86,7 +86,8 @@ def _dry_run(args, settings) -> None:
 
     problems = 0
     for condition in args.condition:
-        plan = make_plan(settings, args.domain, condition)
+        run_dir = Path("runs") / args.run if args.run and len(args.condition) == 1 else None
+        plan = make_plan(settings, args.domain, condition, run_dir)
         print(plan.render())
         problems += len(plan.problems)
     if problems:
