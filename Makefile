@@ -60,7 +60,7 @@ run: setup vllm model data
 # runs/study-<prefix><domain>.json. `make study STUDY_DOMAINS=chess_puzzles` for one domain;
 # `make study STUDY_PROFILE=study640 STUDY_PREFIX=640- STUDY_DOMAINS=search_qa` for search QA at
 # make run's budget (run ids 640-search_qa-<condition>-s<seed>); STUDY_PROFILE=study1920
-# STUDY_PREFIX=1920- for search QA at 1920 rollouts, test mean@8 (about 3 h per condition on 2 vCPUs).
+# STUDY_PREFIX=1920- for search QA at 1920 rollouts, test mean@8 (20-35 min per run on 2 vCPUs).
 STUDY_CONDITIONS := weight_only harness_only whale adaptive_whale
 STUDY_SEEDS := 0 1 2
 STUDY_DOMAINS ?= chess_puzzles search_qa
