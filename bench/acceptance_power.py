@@ -4,8 +4,8 @@ A Monte Carlo of one harness phase as flows/phases.py runs it, with scripted rew
 rollouts: the incoming harness and ``--candidates`` challengers are each scored with one sample
 per harness-split example; the top challenger by that score and the incoming harness get
 ``recheck_samples`` more samples each; ``whale.run.acceptance.accept`` (the rule of params.yaml,
-``harness_search.accept``) decides on the per-example means of all their samples, as
-``accept_harness`` reads them from the store.
+``harness_search.accept``) decides on the per-example means of all their samples (``samples: all``) or of
+the re-check's alone (``samples: recheck``), as ``accept_harness`` reads them from the store.
 
 Scripted rewards: example e has a success probability p_e drawn from a Beta with mean ``--base``
 (examples differ in difficulty, as they do); the better challenger adds ``--delta`` to every p_e
@@ -52,7 +52,10 @@ def phase(rng, n: int, candidates: int, recheck: int, delta: float, coupling: fl
     top = max(names[1:], key=lambda h: (first[h].mean(), rng.random()))
     per_example = {}
     for h in ("incoming", top):
-        samples = np.vstack([first[h], draws(h, slice(1, 1 + recheck))]) if recheck else first[h]
+        samples = first[h]
+        if recheck:
+            fresh = draws(h, slice(1, 1 + recheck))
+            samples = fresh if rule.samples == "recheck" else np.vstack([first[h], fresh])
         per_example[h] = {f"e{i}": float(v) for i, v in enumerate(samples.mean(axis=0))}
     return accept("incoming", per_example, rule).harness_id
 
@@ -69,11 +72,12 @@ def main() -> None:
     ap.add_argument("--base", type=float, default=0.3, help="mean success of the incoming harness")
     ap.add_argument("--spread", type=float, default=2.0, help="Beta concentration of per-example success")
     ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--samples", choices=["all", "recheck"], help="what the rule reads (default: params.yaml)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     s = load_settings(ROOT / "params.yaml", None, {}, None)
     h = s.harness_search
-    rule = AcceptRule(**h.accept.model_dump())
+    rule = AcceptRule(**{**h.accept.model_dump(), **({"samples": args.samples} if args.samples else {})})
     candidates = args.candidates or (s.schedule.I - 1) * h.M
     rechecks = [int(x) for x in args.recheck.split(",")] if args.recheck else [h.recheck_samples]
     print(f"rule: {rule.describe()} at level {rule.level}; {candidates} challengers per phase; "

@@ -212,7 +212,11 @@ def accept_harness(run: Run, cycle: int, incoming: str, rechecked: list[str]) ->
     """The phase's accepted harness: a re-checked challenger whose paired advantage over the
     incoming harness clears ``harness_search.accept``, else the incoming one."""
     rule = AcceptRule(**run.settings.harness_search.accept.model_dump())
-    rows = run_queries.harness_phase_example_means(run.store, run.run_id, cycle, run.weights_id, rechecked)
+    rows = run_queries.harness_phase_example_means(run.store, run.run_id, cycle, run.weights_id, rechecked,
+                                                   recheck_only=rule.samples == "recheck")
+    fresh = bool(rows) or rule.samples == "all"
+    if not fresh:  # accept.samples recheck, and no re-check was drawn (no challenger, or no budget left)
+        rows = run_queries.harness_phase_example_means(run.store, run.run_id, cycle, run.weights_id, [incoming])
     per_example: dict[str, dict[str, float]] = {}
     turns: dict[str, list[float]] = {}
     for hid, ex, reward, t in rows:
@@ -220,6 +224,8 @@ def accept_harness(run: Run, cycle: int, incoming: str, rechecked: list[str]) ->
         turns.setdefault(hid, []).append(t)
     verdict = accept(incoming, per_example, rule)
     hid, reason = verdict.harness_id, verdict.reason
+    if not fresh:
+        reason = "incumbent kept: no re-check samples to decide on (harness_search.accept.samples recheck)"
     if hid != incoming and not run.passes_blind_guard(hid, run.archive.source(hid)):
         reason = f"{reason}, then refused: {run.archive.status(hid)[1]}; {incoming} kept"
         hid = incoming

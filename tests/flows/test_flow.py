@@ -156,6 +156,19 @@ def test_harness_search_keeps_budget_for_its_recheck_and_leaves_no_candidate_pen
     assert table(db, "SELECT phase FROM evals ORDER BY rowid DESC LIMIT 1")[0][0] == "harness"
 
 
+def test_acceptance_on_the_recheck_reads_only_the_samples_drawn_after_the_choice(project):
+    from flows.whale import whale
+
+    tmp, overrides = project
+    overrides["schedule"]["budget"] = 12  # as above: room for one re-check
+    overrides["harness_search"]["accept"] = {"rule": "margin", "level": 0.9, "margin": 0.0, "samples": "recheck"}
+    whale(domain="chess_puzzles", condition="harness_only", overrides=overrides)
+    db = tmp / "runs" / "chess_puzzles-harness_only" / "rollouts.duckdb"
+    [(reason,)] = table(db, "SELECT reason FROM phases WHERE cycle = 1 AND phase = 'harness'")
+    rechecked = table(db, "SELECT count(*) FROM scores WHERE cycle = 1 AND iteration = 0")[0][0]
+    assert rechecked == 2 and "mean paired advantage > 0 on the re-check's samples" in reason
+
+
 def test_without_phase_evaluations_only_the_start_the_grid_and_the_end_are_evaluated(project):
     from flows.whale import whale
 

@@ -79,3 +79,17 @@ def test_the_writer_publishes_a_snapshot_and_removes_it_when_it_closes(tmp_path)
     quiet.close()
     store.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quiet", "rollouts.duckdb"]
+
+
+def test_the_acceptance_pairs_every_sample_or_only_the_rechecks(tmp_path):
+    import dataclasses
+
+    from whale.store import RECHECK_ITERATION, run_queries
+
+    chosen = dataclasses.replace(_rollout(0), step=2, reward=1.0)  # the sample a challenger was chosen on
+    fresh = dataclasses.replace(_rollout(0), step=RECHECK_ITERATION, seed=100, reward=0.0)  # drawn after
+    with Store(tmp_path / "s.duckdb") as store:
+        store.insert_rollouts([chosen, fresh])
+        assert run_queries.harness_phase_example_means(store, "r", 1, "w", ["h"]) == [("h", "e0", 0.5, 3.0)]
+        assert run_queries.harness_phase_example_means(store, "r", 1, "w", ["h"], recheck_only=True) == [
+            ("h", "e0", 0.0, 3.0)]

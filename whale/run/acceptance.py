@@ -9,6 +9,11 @@ the harness split. Rules (``harness_search.accept``):
 - ``lcb``: the lower end of the paired bootstrap interval at ``level`` is above ``margin``;
 - ``margin``: the mean advantage is above ``margin`` (no interval: cheaper, noisier).
 
+``samples`` names the samples the rule reads: ``all`` of the phase's, or only the re-check's
+(``recheck``). The top challengers are chosen on their first samples, so with ``all`` the sample
+that made a challenger top also counts towards accepting it (the winner's curse: more false
+accepts than the level says); the re-check's samples are drawn after the choice.
+
 Among the challengers that clear the rule the one with the largest mean advantage wins; when none
 does, the incumbent stays. Taking the maximum of single noisy scores instead (the reference's
 rule) replaces the incumbent with whichever equal candidate happened to be luckiest.
@@ -25,18 +30,22 @@ class AcceptRule:
     rule: str = "lcb"
     level: float = 0.9
     margin: float = 0.0
+    samples: str = "all"
 
     def __post_init__(self):
         if self.rule not in ("lcb", "margin"):
             raise ValueError(f"harness_search.accept.rule must be lcb or margin, got {self.rule!r}")
+        if self.samples not in ("all", "recheck"):
+            raise ValueError(f"harness_search.accept.samples must be all or recheck, got {self.samples!r}")
 
     def clears(self, d: Difference) -> bool:
         return (d.lo if self.rule == "lcb" else d.mean) > self.margin
 
     def describe(self) -> str:
+        on = " on the re-check's samples" if self.samples == "recheck" else ""
         if self.rule == "lcb":
-            return f"lower end of the paired {self.level:.0%} interval > {self.margin:g}"
-        return f"mean paired advantage > {self.margin:g}"
+            return f"lower end of the paired {self.level:.0%} interval > {self.margin:g}{on}"
+        return f"mean paired advantage > {self.margin:g}{on}"
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ class AcceptSettings(Section):
     rule: Literal["lcb", "margin"]
     level: float = Field(gt=0.5, lt=1)
     margin: float = Field(ge=0, le=1)
+    samples: Literal["all", "recheck"]
 
 
 class HarnessSearchSettings(Section):
@@ -169,6 +170,13 @@ class HarnessSearchSettings(Section):
     blind_level: float = Field(gt=0, lt=1)
     claude: ClaudeSettings
     openai: OpenAIProposerSettings
+
+    @model_validator(mode="after")
+    def _recheck_for_fresh_samples(self):
+        if self.accept.samples == "recheck" and not self.recheck_top:
+            raise ValueError("harness_search.accept.samples recheck decides on the re-check's samples: "
+                             "it needs recheck_top >= 1")
+        return self
 
     @model_validator(mode="after")
     def _replay_needs_a_run(self):

@@ -95,13 +95,15 @@ def ranked_scores(store: Store, run_id: str, cycle: int, weights_id: str, limit:
 
 
 def harness_phase_example_means(store: Store, run_id: str, cycle: int, weights_id: str,
-                                harness_ids: list[str]) -> list[tuple]:
+                                harness_ids: list[str], recheck_only: bool = False) -> list[tuple]:
     """(harness_id, example_id, mean reward, mean turns) of the named harnesses' harness-phase
-    rollouts on the harness split under ``weights_id``: what the acceptance rule pairs."""
+    rollouts on the harness split under ``weights_id`` (with ``recheck_only``, the re-check's
+    alone): what the acceptance rule pairs."""
     return store.query(
         "SELECT harness_id, example_id, avg(reward), avg(turns) FROM rollouts WHERE run_id = ? AND cycle = ? "
         "AND phase = 'harness' AND split = 'harness' AND weights_id = ? AND list_contains(?, harness_id) "
-        "GROUP BY ALL", [run_id, cycle, weights_id, harness_ids])
+        "AND (NOT ? OR step = ?) GROUP BY ALL",  # a harness-phase rollout's step is its iteration
+        [run_id, cycle, weights_id, harness_ids, recheck_only, RECHECK_ITERATION])
 
 
 def drafts_taken(store: Store, run_id: str, cycle: int, iteration: int) -> int:
