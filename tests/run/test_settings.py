@@ -141,3 +141,32 @@ def test_the_study640_profile_is_search_qas_defaults_at_make_runs_budget():
     # the adaptive runs it is compared with were started as the default + {"schedule": {"budget": 640}}
     started = load_settings(ROOT / "params.yaml", None, {"schedule": {"budget": 640}}, "search_qa")
     assert started.model_copy(update={"profile": "study640"}) == long
+
+
+def test_a_run_stored_before_a_setting_existed_is_the_run_that_sets_its_old_behaviour():
+    import json
+
+    from whale.run.settings import ADDED, identity
+
+    def stored_without(overrides: dict) -> str:
+        params = json.loads(load_settings(ROOT / "params.yaml", overrides=overrides, domain="chess_puzzles").as_json())
+        for *path, key in ADDED:
+            node = params
+            for part in path:
+                node = node[part]
+            del node[key]  # as a store written before the setting was added holds it
+        return json.dumps(params)
+
+    now = load_settings(ROOT / "params.yaml", domain="chess_puzzles")
+    assert now.harness_search.accept.samples == "all"
+    assert identity(stored_without({})) == identity(now.as_json())
+    recheck = {"harness_search": {"accept": {"samples": "recheck"}}}
+    other = load_settings(ROOT / "params.yaml", overrides=recheck, domain="chess_puzzles")
+    assert identity(stored_without({})) != identity(other.as_json())
+    assert identity(stored_without({"storage": {"keep_checkpoints": 3}})) == identity(now.as_json())  # placement
+    # a profile's overlay given as --set is the same run
+    study = load_settings(ROOT / "params.yaml", profile="study1920", domain="search_qa")
+    same = load_settings(ROOT / "params.yaml", overrides={"schedule": {"budget": 1920},
+                                                          "eval": {"k": 8, "every": 640, "phases": False}},
+                         domain="search_qa")
+    assert identity(study.as_json()) == identity(same.as_json())

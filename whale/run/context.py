@@ -6,7 +6,6 @@ A run is ``runs/<run_id>/``: ``rollouts.duckdb`` (every rollout, score, step and
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from whale.run.guard import (
     sandbox_limits,
 )
 from whale.run.jobs import JobResult, LocalDispatch, RolloutJob, shard
-from whale.run.settings import PLACEMENT, Settings, SettingsError
+from whale.run.settings import Settings, SettingsError, identity
 from whale.run.weights import Weights
 from whale.store import Store, run_queries, store_path
 from whale.store.keys import RolloutKey
@@ -104,11 +103,6 @@ def _elsewhere(run_id: str) -> str:
     return f"<run {run_id}, in the run's process>"
 
 
-def _identity(params: str) -> dict:
-    """The settings that make a run what it is (all but ``PLACEMENT``)."""
-    return {k: v for k, v in json.loads(params).items() if k not in PLACEMENT}
-
-
 @dataclass
 class Request:
     """Rollouts a task wants: ``parts`` (a key and its examples each), rolled out in order; with
@@ -151,8 +145,8 @@ class Run:
         if row is None:
             self.store.insert("runs", [{"run_id": self.run_id, "domain": self.domain_name,
                                         "condition": self.condition.name, "params": params}])
-        elif (row["domain"], row["condition"], _identity(row["params"])) != (
-                self.domain_name, self.condition.name, _identity(params)):
+        elif (row["domain"], row["condition"], identity(row["params"])) != (
+                self.domain_name, self.condition.name, identity(params)):
             raise ValueError(f"run {self.run_id} exists with another domain/condition/params: "
                              "choose a new run id or delete runs/" + self.run_id)
 

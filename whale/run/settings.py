@@ -39,6 +39,23 @@ DEFAULT_PATH = Path("params.yaml")
 # run's identity (a run started locally resumes on Ray, one whose disk filled resumes keeping fewer
 # checkpoints), nor a dependency of the DVC run stages.
 PLACEMENT = frozenset({"parallel", "storage"})
+# Settings added after runs were stored, each with the value that does what those runs did: a run
+# stored without one is the same run as one that sets it to that value (and resumes under it).
+ADDED = {("harness_search", "accept", "samples"): "all"}
+
+
+def identity(params: str) -> dict:
+    """The settings that make a stored run what it is: all but ``PLACEMENT`` and the profile's name
+    (a profile is a named overlay: the settings it gives are what count), with the ``ADDED``
+    settings it predates filled in."""
+    out = {k: v for k, v in json.loads(params).items() if k not in PLACEMENT and k != "profile"}
+    for (*path, key), value in ADDED.items():
+        node = out
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.setdefault(key, value)
+    return out
 
 
 class Settings(Section):
