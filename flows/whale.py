@@ -105,6 +105,8 @@ def _best_weight_point(run: Run, h0: str, every: int, end: PhaseEnd, spend: Spen
 
 def _check_disk(run: Run) -> None:
     """Warn at the start, not hours in, when the checkpoints may not fit (an upper bound, so no stop)."""
+    if not (run.weights.base_model / "config.json").is_file():
+        return  # a model this estimate cannot read (not a transformers directory)
     need = disk_need(run.settings, run.condition, len(run.domain.examples("weight")),
                      len(run.domain.examples("harness")), run.weights.base_model, run.dir)
     if not need.fits:

@@ -179,11 +179,32 @@ class VLLMServer:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        # the group may outlive its leader for a moment (engine-core children)
+        # The group may outlive its leader (engine-core children): kill what is left and wait until
+        # it has exited, so that nothing of the server runs once stop returns (a SIGKILL is
+        # delivered, not waited for; on a loaded machine the exit takes a moment).
+        deadline = time.monotonic() + 5.0
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies, which only wait to be reaped,
+    excluded; without /proc, only the final SIGKILL)."""
+    proc_dir = Path("/proc")
+    for entry in proc_dir.iterdir() if proc_dir.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            state, _, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
 
 
 @atexit.register
