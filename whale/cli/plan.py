@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whale.run.disk import parameters
-from whale.run.schedule import epochs_to_steps, recheck_rollouts
+from whale.run.schedule import epochs_to_steps, harness_phase_rollouts, recheck_rollouts
 from whale.run.settings import Settings
 
 
@@ -172,7 +172,7 @@ def _spend(plan: Plan, s: Settings, sizes: dict[str, int]) -> None:
         return
     unit = sizes["harness"]
     recheck = recheck_rollouts(h.recheck_top, h.recheck_samples, unit)
-    harness_phase = unit * (1 + (sched.I - 1) * h.M) + recheck
+    harness_phase = harness_phase_rollouts(s, unit)
     cycle = steps * step + harness_phase
     plan.add(f"units: an RSFT step {step} rollouts ({r.prompt_batch} prompts x {r.k}), a candidate's score "
              f"{unit}, a re-check {recheck}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whale.run.conditions import Condition
-from whale.run.schedule import epochs_to_steps, recheck_rollouts
+from whale.run.schedule import epochs_to_steps, harness_phase_rollouts
 from whale.run.settings import Settings
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -68,9 +68,7 @@ def checkpoints_written(s: Settings, condition: Condition, n_weight: int, n_harn
         return 0
     steps = epochs_to_steps(s, n_weight, s.schedule.E)
     weight_phase = steps * s.rsft.prompt_batch * s.rsft.k
-    h = s.harness_search
-    harness_phase = n_harness * (1 + (s.schedule.I - 1) * h.M) + recheck_rollouts(h.recheck_top, h.recheck_samples,
-                                                                                   n_harness)
+    harness_phase = harness_phase_rollouts(s, n_harness)
     alternates = condition.searches and not condition.stages
     phases = math.ceil(s.schedule.budget / (weight_phase + (harness_phase if alternates else 0)))
     every = s.rsft.checkpoint_every
@@ -92,7 +90,7 @@ def disk_need(s: Settings, condition: Condition, n_weight: int, n_harness: int, 
     keep = s.storage.keep_checkpoints
     ckpts = run_dir / "checkpoints"
     existing = sum(f.stat().st_size for f in ckpts.rglob("*") if f.is_file()) if ckpts.is_dir() else 0
-    where = next(p for p in (run_dir, *run_dir.parents, Path.cwd()) if p.exists())
+    where = next(p for p in (run_dir, *run_dir.parents) if p.exists())  # a relative path ends at "."
     return DiskNeed(per_checkpoint=checkpoint_bytes(s, model_dir), written=written,
                     at_once=min(written, keep + 1) if keep else written, existing=existing,
                     free=shutil.disk_usage(where).free)

@@ -24,6 +24,14 @@ def recheck_rollouts(recheck_top: int, recheck_samples: int, n_harness: int) -> 
     return (recheck_top + 1) * recheck_samples * n_harness if recheck_top else 0
 
 
+def harness_phase_rollouts(settings: Settings, n_harness: int) -> int:
+    """Rollouts of a fixed-length harness phase: the incoming harness's re-evaluation, (I - 1)
+    iterations of M candidates, and the re-check."""
+    h = settings.harness_search
+    return (n_harness * (1 + (settings.schedule.I - 1) * h.M)
+            + recheck_rollouts(h.recheck_top, h.recheck_samples, n_harness))
+
+
 @dataclass
 class Spend:
     """Weight- plus harness-split rollouts spent so far, counted unit by unit in the flow.
