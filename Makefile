@@ -62,7 +62,7 @@ run: setup vllm model data
 # make run's budget (run ids 640-search_qa-<condition>-s<seed>); STUDY_PROFILE=study1920
 # STUDY_PREFIX=1920- for search QA at 1920 rollouts, test mean@8 (20-35 min per run on 2 vCPUs).
 # `make study STUDY_PROFILE=study640k8 STUDY_PREFIX=640- STUDY_DOMAINS=chess_puzzles`: chess at 640
-# rollouts, test mean@8 at the start, 320 and the end.
+# rollouts, evaluated with k 8 at the start, 320 and the end.
 STUDY_CONDITIONS := weight_only harness_only whale adaptive_whale
 STUDY_SEEDS := 0 1 2
 STUDY_DOMAINS ?= chess_puzzles search_qa
